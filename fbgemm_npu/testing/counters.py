@@ -1,0 +1,358 @@
+"""Count what costs on an NPU: launches, host syncs and ATen ops torch_npu lacks (DESIGN rule 6).
+
+Why count: on an Ascend 910B every eager op costs about 12 us of host time to launch, whatever its
+size, and a device-to-host synchronisation stalls the host until the device queue drains; a kernel
+written as a torch tensor program is fast when it launches few ops and never syncs.  ``OPS.md``
+gives each op a budget, and the tests hold each kernel to it with :func:`assert_budget`.
+
+``with count() as c:`` installs a :class:`~torch.utils._python_dispatch.TorchDispatchMode` that
+sees every ATen op below autograd.  An op is recorded when one of its tensor arguments (nested lists
+included) is on the counted device, or when a ``device=`` argument names it (factory ops):
+
+* **launch**: an ATen op that runs a device kernel.  Not launches: views (``func.is_view``),
+  metadata / alias ops (``detach``, ``_unsafe_view``, ``alias``, ``set_``, ``resize_``, ...) and
+  pure allocations (``empty``, ``empty_strided``, ``empty_like``, ``new_empty``...): they touch no
+  device memory.  A device-to-host copy and ``_local_scalar_dense`` (``item()``) are memcpys,
+  counted as syncs only; a host-to-device copy is counted as a launch.
+* **sync**: the host waits for the device: ``item()``, ``equal``, ``is_nonzero``, a copy from the
+  device to the host, and ops whose output size only the data knows (``nonzero``, ``masked_select``,
+  ``unique*``, ``repeat_interleave`` without ``output_size``, indexing with a boolean mask,
+  ``bincount``): the host must read a size back before it can allocate the output.
+* **unsupported**: an ATen op missing from torch_npu 2.13's native op list
+  (``aten_ops_torch_npu_2_13.txt``, a copy of ``shared/torch_npu/aten-ops-2.13.txt``); on a real
+  Ascend host it falls back to the CPU or fails.  Matching: ``name.overload`` first, then the bare
+  ``name`` for the ``default`` overload.  An unlisted op with a ``CompositeExplicitAutograd`` kernel
+  (``zeros_like``, ``new_full``, ``fill.Scalar``...) is not flagged: it decomposes on the device
+  too, so it is run through its decomposition with the counter active and its parts are counted.
+  A custom op with no kernel for the device (it would run through the backend's fallback) is
+  flagged as well.
+
+Attribution: a custom op (``fbgemm::``, ``mxrec::`` or any non-``aten`` namespace) on the device
+opens a *call*.  Inside ``__torch_dispatch__`` the mode is popped, so a plain ``func(...)`` would
+hide the kernel's inner ops; instead the op is redispatched straight to the device's backend key
+with the mode re-entered, which runs our kernel and makes its ATen ops visible.  A call's lists
+are inclusive: an op run by a nested call counts for the inner and the outer call.  The totals
+(``c.launches``...) count each op once, inside calls or not.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+__all__ = ["CallRecord", "Counter", "OpEvent", "assert_budget", "count", "torch_npu_supports"]
+
+ATEN_OPS_FILE = Path(__file__).with_name("aten_ops_torch_npu_2_13.txt")
+
+_aten = torch.ops.aten
+
+# Alias / metadata ops that are not flagged by ``is_view`` but run no kernel either.
+_METADATA_PACKETS = frozenset(
+    {
+        "detach", "_unsafe_view", "_reshape_alias", "alias", "lift_fresh", "sym_size",
+        "sym_stride", "sym_numel", "sym_storage_offset", "set_", "resize_", "resize_as_",
+        "_resize_output_", "_local_scalar_dense_placeholder", "is_same_size", "_version",
+    }
+)  # fmt: skip
+# Allocations: memory from the caching allocator, no kernel.
+_ALLOC_PACKETS = frozenset(
+    {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "empty_permuted"}
+)
+# The host must learn an output size from the data before it can allocate the output.
+_DATA_DEPENDENT_PACKETS = frozenset(
+    {
+        "nonzero", "masked_select", "_unique", "_unique2", "unique_dim", "unique_consecutive",
+        "unique_dim_consecutive", "argwhere", "bincount", "_nested_tensor_from_mask",
+    }
+)  # fmt: skip
+_COPY_PACKETS = frozenset({"_to_copy", "copy_", "_copy_from", "_copy_from_and_resize"})
+_BOOL_INDEX_PACKETS = frozenset({"index", "index_put", "index_put_", "_index_put_impl_"})
+_DEVICE_KEYS = {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta"}
+
+
+@functools.cache
+def _torch_npu_ops() -> frozenset[str]:
+    lines = ATEN_OPS_FILE.read_text(encoding="utf-8").splitlines()
+    return frozenset(s.strip() for s in lines if s.strip() and not s.startswith("#"))
+
+
+def torch_npu_supports(func: torch._ops.OpOverload | str) -> bool:
+    """Whether torch_npu 2.13 runs an ATen op natively (``aten.add.Tensor`` or ``"add.Tensor"``)."""
+    if isinstance(func, str):
+        name, _, overload = func.removeprefix("aten.").partition(".")
+        overload = overload or "default"
+    else:
+        name, overload = func._schema.name.split("::", 1)[1], func._overloadname
+    ops = _torch_npu_ops()
+    return f"{name}.{overload}" in ops or (overload == "default" and name in ops)
+
+
+@dataclass
+class OpEvent:
+    """One recorded ATen op."""
+
+    name: str  # "aten.add.Tensor"
+    launch: bool
+    sync: str | None  # the reason, when the op synchronises
+    unsupported: bool
+    call: int | None  # index in Counter.calls of the innermost open call, if any
+
+
+@dataclass
+class CallRecord:
+    """One call of a custom op on the device and the ATen ops it ran (nested calls included)."""
+
+    op: str  # "fbgemm.asynchronous_complete_cumsum.default"
+    depth: int = 0
+    parent: int | None = None
+    launches: list[str] = field(default_factory=list)
+    syncs: list[str] = field(default_factory=list)  # "aten.nonzero.default (data-dependent size)"
+    unsupported: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Counter:
+    """What ran inside one ``with count()``: per-call records and every recorded ATen op."""
+
+    device_type: str
+    calls: list[CallRecord] = field(default_factory=list)
+    events: list[OpEvent] = field(default_factory=list)
+    missing_kernels: list[str] = field(default_factory=list)  # custom ops with no device kernel
+    result: Any = None  # set by assert_budget: what fn returned
+
+    @property
+    def launches(self) -> int:
+        """Device kernel launches, in total."""
+        return sum(e.launch for e in self.events)
+
+    @property
+    def syncs(self) -> int:
+        """Device-to-host synchronisations, in total."""
+        return sum(e.sync is not None for e in self.events)
+
+    @property
+    def unsupported(self) -> list[str]:
+        """ATen ops torch_npu 2.13 lacks and custom ops with no device kernel, each once."""
+        flagged = [e.name for e in self.events if e.unsupported] + self.missing_kernels
+        return list(dict.fromkeys(flagged))
+
+    @property
+    def launch_ops(self) -> list[str]:
+        return [e.name for e in self.events if e.launch]
+
+    @property
+    def sync_ops(self) -> list[str]:
+        return [f"{e.name} ({e.sync})" for e in self.events if e.sync is not None]
+
+    def summary(self) -> str:
+        """A short text table: one row per call, one for ops outside calls, one for the total."""
+        rows = [(("  " * c.depth) + c.op, len(c.launches), len(c.syncs), c.unsupported)
+                for c in self.calls]  # fmt: skip
+        outside = [e for e in self.events if e.call is None]
+        if outside or not self.calls:
+            flagged = list(dict.fromkeys(e.name for e in outside if e.unsupported))
+            launches = sum(e.launch for e in outside)
+            syncs = sum(e.sync is not None for e in outside)
+            rows.append(("(outside calls)", launches, syncs, flagged))
+        rows.append(("total", self.launches, self.syncs, self.unsupported))
+        width = max(len(r[0]) for r in rows)
+        lines = [f"{'op':<{width}}  launches  syncs  unsupported"]
+        for name, launches, syncs, flagged in rows:
+            lines.append(f"{name:<{width}}  {launches:>8}  {syncs:>5}  {', '.join(flagged) or '-'}")
+        return "\n".join(lines)
+
+
+def _device_of(value: Any) -> str | None:
+    if isinstance(value, torch.device):
+        return value.type
+    if isinstance(value, str):
+        return torch.device(value).type
+    return None
+
+
+def _resolve_device_type(device_type: str) -> str:
+    backend = torch._C._get_privateuse1_backend_name()
+    return backend if device_type in ("privateuseone", "privateuse1", backend) else device_type
+
+
+def _backend_key(device_type: str) -> str:
+    return _DEVICE_KEYS.get(device_type, "PrivateUse1")
+
+
+def _sync_reason(func: torch._ops.OpOverload, args: tuple, kwargs: dict, dev: str) -> str | None:
+    packet = func._schema.name.split("::", 1)[1]
+    if packet in ("_local_scalar_dense", "is_nonzero"):
+        return "scalar read to host"
+    if packet == "equal":
+        return "bool result read to host"
+    if packet in _COPY_PACKETS:
+        src, dst = _copy_devices(packet, args, kwargs)
+        return "device-to-host copy" if src == dev and dst == "cpu" != dev else None
+    if packet in _DATA_DEPENDENT_PACKETS:
+        return "data-dependent output size"
+    if packet == "repeat_interleave" and kwargs.get("output_size", _arg(args, 2)) is None:
+        return "data-dependent output size (no output_size)"
+    if packet in _BOOL_INDEX_PACKETS:
+        indices = kwargs.get("indices", _arg(args, 1)) or []
+        if any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8)
+               for i in indices):  # fmt: skip
+            return "boolean-mask index (data-dependent size)"
+    return None
+
+
+def _arg(args: tuple, i: int) -> Any:
+    return args[i] if len(args) > i else None
+
+
+def _copy_devices(packet: str, args: tuple, kwargs: dict) -> tuple[str | None, str | None]:
+    """(source device, destination device) of a copy op."""
+    if packet == "_to_copy":
+        src = args[0]
+        dst = _device_of(kwargs.get("device")) or src.device.type
+        return src.device.type, dst
+    if packet == "copy_":  # copy_(self=dst, src)
+        dst, src = args[0], kwargs.get("src", _arg(args, 1))
+    else:  # _copy_from(self=src, dst)
+        src, dst = args[0], kwargs.get("dst", _arg(args, 1))
+    if not isinstance(src, torch.Tensor) or not isinstance(dst, torch.Tensor):
+        return None, None
+    return src.device.type, dst.device.type
+
+
+def _runs_no_kernel(func: torch._ops.OpOverload) -> bool:
+    packet = func._schema.name.split("::", 1)[1]
+    return func.is_view or packet in _METADATA_PACKETS or packet in _ALLOC_PACKETS
+
+
+@functools.cache
+def _decomposes(qualname: str) -> bool:
+    """Unlisted op with a CompositeExplicitAutograd kernel: on the device it runs as its parts."""
+    return any(
+        torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key)
+        for key in ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+    )
+
+
+class _CountingMode(TorchDispatchMode):
+    def __init__(self, counter: Counter, device_type: str) -> None:
+        super().__init__()
+        self.counter = counter
+        self.dev = _resolve_device_type(device_type)
+        self.key = _backend_key(self.dev)
+        self.keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, self.key))
+        self.open: list[int] = []  # indices of the calls now running, outermost first
+
+    def _on_device(self, args: tuple, kwargs: dict) -> bool:
+        for leaf in tree_leaves((args, kwargs)):
+            if isinstance(leaf, torch.Tensor) and leaf.device.type == self.dev:
+                return True
+        return _device_of(kwargs.get("device")) == self.dev
+
+    def __torch_dispatch__(
+        self,
+        func: torch._ops.OpOverload,
+        types: tuple,
+        args: tuple = (),
+        kwargs: dict | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        if not self._on_device(args, kwargs):
+            return func(*args, **kwargs)
+        if func.namespace != "aten":
+            return self._call(func, args, kwargs)
+        if _runs_no_kernel(func):
+            return func(*args, **kwargs)
+        listed = torch_npu_supports(func)
+        if not listed and _decomposes(func.name()):
+            before = len(self.counter.events)
+            with self:
+                out = func.redispatch(self.keyset, *args, **kwargs)
+            if len(self.counter.events) == before:  # the backend ran it whole: one launch
+                self._record(func.name(), True, None, False)
+            return out
+        sync = _sync_reason(func, args, kwargs, self.dev)
+        # Memcpys to the host are syncs, not kernels; every other recorded op runs a kernel.
+        launch = not (sync == "device-to-host copy" or func is _aten._local_scalar_dense.default)
+        self._record(str(func), launch, sync, not listed)
+        return func(*args, **kwargs)
+
+    def _record(self, name: str, launch: bool, sync: str | None, unsupported: bool) -> None:
+        name = name.replace("::", ".")
+        call = self.open[-1] if self.open else None
+        self.counter.events.append(OpEvent(name, launch, sync, unsupported, call))
+        for i in self.open:
+            rec = self.counter.calls[i]
+            if launch:
+                rec.launches.append(name)
+            if sync is not None:
+                rec.syncs.append(f"{name} ({sync})")
+            if unsupported:
+                rec.unsupported.append(name)
+
+    def _call(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
+        """Open a call record, then run the op's device kernel with this mode re-entered."""
+        parent = self.open[-1] if self.open else None
+        rec = CallRecord(op=str(func), depth=len(self.open), parent=parent)
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), self.key):
+            # No kernel of ours: the backend fallback (the simulator's CPU fallback) would run it.
+            flag = f"{func} (no {self.key} kernel)"
+            rec.unsupported.append(flag)
+            self.counter.missing_kernels.append(flag)
+            for i in self.open:
+                self.counter.calls[i].unsupported.append(flag)
+        self.counter.calls.append(rec)
+        self.open.append(len(self.counter.calls) - 1)
+        try:
+            with self:
+                return func.redispatch(self.keyset, *args, **kwargs)
+        finally:
+            self.open.pop()
+
+
+@contextmanager
+def count(device_type: str = "privateuseone") -> Iterator[Counter]:
+    """Count launches, syncs and unsupported ATen ops on ``device_type`` inside the block.
+
+    ``"privateuseone"`` (or ``"npu"``) means the PrivateUse1 device, whatever it is called.
+    """
+    counter = Counter(device_type=_resolve_device_type(device_type))
+    with _CountingMode(counter, device_type):
+        yield counter
+
+
+def assert_budget(
+    fn: Callable[[], Any],
+    *,
+    launches: int,
+    syncs: int,
+    unsupported: int | None = None,
+    device_type: str = "privateuseone",
+) -> Counter:
+    """Run ``fn`` under :func:`count` and fail, listing every op, if it goes over its budget.
+
+    ``unsupported=None`` does not check flagged ops; ``unsupported=0`` forbids them.  The counter is
+    returned with ``fn``'s return value in ``counter.result``.
+    """
+    with count(device_type) as c:
+        c.result = fn()
+    over = c.launches > launches or c.syncs > syncs
+    if unsupported is not None and len(c.unsupported) > unsupported:
+        over = True
+    if over:
+        raise AssertionError(
+            f"over budget on {c.device_type}: {c.launches} launches (budget {launches}), "
+            f"{c.syncs} syncs (budget {syncs}), {len(c.unsupported)} unsupported"
+            f"{'' if unsupported is None else f' (budget {unsupported})'}\n"
+            f"launches: {', '.join(c.launch_ops) or '-'}\n"
+            f"syncs: {', '.join(c.sync_ops) or '-'}\n"
+            f"unsupported: {', '.join(c.unsupported) or '-'}\n{c.summary()}"
+        )
+    return c
