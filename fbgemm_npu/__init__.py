@@ -1,0 +1,23 @@
+"""fbgemm_npu: FBGEMM's ``torch.ops.fbgemm`` operators on Huawei Ascend NPUs.
+
+``import fbgemm_npu`` where you wrote ``import fbgemm_gpu``.  The import loads upstream fbgemm_gpu
+(schemas, CPU kernels, Python frontend), registers our npu kernels through the one registrar, and
+picks the ``npu`` device: torch_npu when installed; else the simulated device when
+``FBGEMM_NPU_SIMULATE=1`` (or after :func:`fbgemm_npu.testing.simulate`); else none.
+"""
+
+from __future__ import annotations
+
+import fbgemm_gpu  # noqa: F401  - upstream schemas, CPU kernels and Python frontend
+
+from fbgemm_npu import _device
+from fbgemm_npu._registry import register_all
+
+__version__ = "0.1.0"
+
+register_all()
+_device.activate()
+
+device_kind = _device.device_kind
+
+__all__ = ["__version__", "device_kind"]

@@ -1,0 +1,130 @@
+"""The one registrar: every kernel of fbgemm_npu reaches the dispatcher through this table.
+
+Each op family in ``fbgemm_npu/native/`` exports ``KERNELS``: a dict mapping a qualified op name
+(``"fbgemm::asynchronous_complete_cumsum"``) to ``{dispatch key: kernel}``.  Families that define new
+ops (the ``mxrec::`` ops of the seeds) also export ``SCHEMAS``: qualified name -> schema string.
+:func:`register_all` collects them and registers them with ``torch.library``; it is idempotent.
+
+Rules enforced here (DESIGN.md rules 1 and 2):
+
+* only ``PrivateUse1``, ``AutogradPrivateUse1`` and ``Meta`` keys are accepted;
+* ``Meta`` only where upstream has no Meta kernel (we never override upstream);
+* a schema is defined only where nobody defines the op already.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+ALLOWED_KEYS: frozenset[str] = frozenset({"PrivateUse1", "AutogradPrivateUse1", "Meta"})
+
+# Modules under fbgemm_npu/ exporting KERNELS (and optionally SCHEMAS), in registration order.
+FAMILY_MODULES: tuple[str, ...] = ("fbgemm_npu.native.cumsum",)
+
+Kernel = Callable[..., object]
+
+
+@dataclass
+class Registry:
+    """Op name -> {dispatch key: kernel}, plus the schemas we define ourselves."""
+
+    kernels: dict[str, dict[str, Kernel]] = field(default_factory=dict)
+    schemas: dict[str, str] = field(default_factory=dict)
+    libraries: dict[tuple[str, str], torch.library.Library] = field(default_factory=dict)
+    registered: dict[str, list[str]] = field(default_factory=dict)
+    defined: set[str] = field(default_factory=set)
+    skipped: set[tuple[str, str]] = field(default_factory=set)
+
+    def add(
+        self,
+        kernels: Mapping[str, Mapping[str, Kernel]],
+        schemas: Mapping[str, str] | None = None,
+    ) -> None:
+        """Add one family's table; refuses keys outside :data:`ALLOWED_KEYS` and duplicates."""
+        for qualname, schema in (schemas or {}).items():
+            _split(qualname)
+            if qualname in self.schemas and self.schemas[qualname] != schema:
+                raise ValueError(f"fbgemm_npu registry: schema of {qualname} given twice")
+            self.schemas[qualname] = schema
+        for qualname, by_key in kernels.items():
+            _split(qualname)
+            bad = set(by_key) - ALLOWED_KEYS
+            if bad:
+                raise ValueError(
+                    f"fbgemm_npu registry: {qualname} asks for dispatch key(s) {sorted(bad)}; "
+                    f"only {sorted(ALLOWED_KEYS)} may be registered (DESIGN.md rule 1)"
+                )
+            slot = self.kernels.setdefault(qualname, {})
+            for key, fn in by_key.items():
+                if key in slot and slot[key] is not fn:
+                    raise ValueError(f"fbgemm_npu registry: {qualname} has two {key} kernels")
+                slot[key] = fn
+
+    def _library(self, ns: str, kind: str) -> torch.library.Library:
+        lib = self.libraries.get((ns, kind))
+        if lib is None:
+            lib = torch.library.Library(ns, kind)  # noqa: TOR901 - kept alive in this table
+            self.libraries[(ns, kind)] = lib
+        return lib
+
+    def register(self) -> None:
+        """Register every schema and kernel not registered yet (idempotent)."""
+        for qualname, schema in self.schemas.items():
+            if qualname in self.defined:
+                continue
+            ns, name = _split(qualname)
+            if not _op_exists(qualname):
+                self._library(ns, "FRAGMENT").define(schema)
+            self.defined.add(qualname)
+        for qualname, by_key in self.kernels.items():
+            ns, name = _split(qualname)
+            if not _op_exists(qualname):
+                raise RuntimeError(
+                    f"fbgemm_npu registry: {qualname} has no schema; is fbgemm_gpu imported?"
+                )
+            done = self.registered.setdefault(qualname, [])
+            for key, fn in by_key.items():
+                if key in done or (qualname, key) in self.skipped:
+                    continue
+                if key == "Meta" and torch._C._dispatch_has_kernel_for_dispatch_key(
+                    qualname, "Meta"
+                ):
+                    self.skipped.add((qualname, key))  # upstream's Meta kernel wins (rule 1)
+                    continue
+                self._library(ns, "IMPL").impl(name, fn, key)
+                done.append(key)
+
+    def coverage(self) -> list[tuple[str, list[str]]]:
+        """Rows of (op, dispatch keys this package registered for it), sorted by op name."""
+        return [(q, list(self.registered.get(q, []))) for q in sorted(self.kernels)]
+
+
+def _split(qualname: str) -> tuple[str, str]:
+    if "::" not in qualname:
+        raise ValueError(f"fbgemm_npu registry: op name {qualname!r} must be 'namespace::name'")
+    ns, name = qualname.split("::", 1)
+    return ns, name
+
+
+def _op_exists(qualname: str) -> bool:
+    try:
+        torch._C._dispatch_find_schema_or_throw(qualname, "")
+    except RuntimeError:
+        return False
+    return True
+
+
+REGISTRY = Registry()
+
+
+def register_all(modules: Iterable[str] = FAMILY_MODULES) -> Registry:
+    """Import every family module, add its tables and register them; idempotent."""
+    for modname in modules:
+        mod = importlib.import_module(modname)
+        REGISTRY.add(getattr(mod, "KERNELS", {}), getattr(mod, "SCHEMAS", None))
+    REGISTRY.register()
+    return REGISTRY
