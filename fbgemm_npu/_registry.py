@@ -1,8 +1,9 @@
 """The one registrar: every kernel of fbgemm_npu reaches the dispatcher through this table.
 
-Each op family in ``fbgemm_npu/native/`` exports ``KERNELS``: a dict mapping a qualified op name
-(``"fbgemm::asynchronous_complete_cumsum"``) to ``{dispatch key: kernel}``.  Families that define new
-ops (the ``mxrec::`` ops of the seeds) also export ``SCHEMAS``: qualified name -> schema string.
+Each op family in ``fbgemm_npu/native/`` exports ``KERNELS``: a dict mapping a qualified op
+name (``"fbgemm::asynchronous_complete_cumsum"``) to ``{dispatch key: kernel}``.  Families that
+define new ops (the ``mxrec::`` ops of the seeds) also export ``SCHEMAS``: qualified name ->
+schema string.
 :func:`register_all` collects them and registers them with ``torch.library``; it is idempotent.
 
 Rules enforced here (DESIGN.md rules 1 and 2):

@@ -153,24 +153,25 @@ def memory_stats(device: torch.device | str | int | None = None) -> dict[str, in
 
 
 # Random numbers: the simulator draws from the CPU generator (see csrc/npu_sim.cpp).
+# torch.manual_seed calls back into manual_seed_all here, so these touch the CPU generator directly.
 def manual_seed(seed: int) -> None:
-    torch.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)
 
 
 def manual_seed_all(seed: int) -> None:
-    torch.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)
 
 
 def seed() -> None:
-    torch.seed()
+    torch.default_generator.seed()
 
 
 def seed_all() -> None:
-    torch.seed()
+    torch.default_generator.seed()
 
 
 def initial_seed() -> int:
-    return torch.initial_seed()
+    return torch.default_generator.initial_seed()
 
 
 def get_rng_state(device: torch.device | str | int | None = None) -> torch.Tensor:
