@@ -1,0 +1,128 @@
+"""Argument checks shared by every kernel in ``fbgemm_npu/native/``.
+
+DESIGN.md rule 7: bad input gets a ``ValueError`` / ``RuntimeError`` that names the op, the
+argument and what was expected.  Each helper takes the qualified op name first
+(``"fbgemm::asynchronous_complete_cumsum"``) so the message reads the same everywhere::
+
+    fbgemm::asynchronous_complete_cumsum: argument 't_in' must be 1-D or 2-D, got a 3-D tensor
+    of shape (2, 2, 2)
+
+The checks read only tensor metadata (dtype, shape, device): they never synchronise with the
+device, so they are free to call on every kernel invocation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+__all__ = [
+    "check_dtype",
+    "check_ndim",
+    "check_same_device",
+    "check_same_dtype",
+    "check_tensor",
+    "dtype_name",
+    "join_words",
+]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.int32`` -> ``"int32"``: the spelling users type after ``torch.``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def join_words(words: Sequence[str], last: str = "or") -> str:
+    """``["a", "b", "c"]`` -> ``"a, b or c"``."""
+    if not words:
+        return "nothing"
+    if len(words) == 1:
+        return words[0]
+    return f"{', '.join(words[:-1])} {last} {words[-1]}"
+
+
+def _shape(t: torch.Tensor) -> str:
+    # tuple() so a 1-D shape prints as "(3,)" and a 0-D one as "()", like Python would
+    return str(tuple(t.shape))
+
+
+def check_tensor(op: str, arg: str, value: object) -> torch.Tensor:
+    """Return ``value`` if it is a ``torch.Tensor``; raise ``ValueError`` naming op and arg if not.
+
+    Calls through ``torch.ops`` are type-checked by the dispatcher already; this guards direct
+    calls of a kernel function (tests, the conformance suite, other kernels).
+    """
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{op}: argument '{arg}' must be a Tensor, got {type(value).__name__}")
+    return value
+
+
+def check_dtype(op: str, arg: str, t: torch.Tensor, allowed: Iterable[torch.dtype]) -> torch.Tensor:
+    """Require ``t.dtype`` to be one of ``allowed``; return ``t``.
+
+    Raises ``ValueError``: ``"<op>: argument '<arg>' must have dtype int32 or int64, got float64"``.
+    """
+    allowed = tuple(allowed)
+    if t.dtype not in allowed:
+        names = join_words([dtype_name(d) for d in allowed])
+        raise ValueError(
+            f"{op}: argument '{arg}' must have dtype {names}, got {dtype_name(t.dtype)}"
+        )
+    return t
+
+
+def check_ndim(op: str, arg: str, t: torch.Tensor, allowed: Iterable[int]) -> torch.Tensor:
+    """Require ``t.dim()`` to be one of ``allowed``; return ``t``.
+
+    Raises ``ValueError``:
+    ``"<op>: argument '<arg>' must be 1-D or 2-D, got a 3-D tensor of shape (2, 2, 2)"``.
+    """
+    allowed = tuple(allowed)
+    if t.dim() not in allowed:
+        ranks = join_words([f"{n}-D" for n in allowed])
+        raise ValueError(
+            f"{op}: argument '{arg}' must be {ranks}, got a {t.dim()}-D tensor of shape {_shape(t)}"
+        )
+    return t
+
+
+def check_same_device(op: str, **tensors: torch.Tensor | None) -> torch.device | None:
+    """Require every tensor given by keyword to live on one device; ``None`` values are skipped.
+
+    Returns the common device (``None`` when no tensor was given).  Raises ``RuntimeError``, as
+    torch itself does for device mismatches, naming the first two arguments that disagree.
+    """
+    first: tuple[str, torch.device] | None = None
+    for arg, t in tensors.items():
+        if t is None:
+            continue
+        check_tensor(op, arg, t)
+        if first is None:
+            first = (arg, t.device)
+        elif t.device != first[1]:
+            raise RuntimeError(
+                f"{op}: arguments '{first[0]}' ({first[1]}) and '{arg}' ({t.device}) "
+                "must be on the same device"
+            )
+    return None if first is None else first[1]
+
+
+def check_same_dtype(op: str, **tensors: torch.Tensor | None) -> torch.dtype | None:
+    """Require every tensor given by keyword to share one dtype; ``None`` values are skipped.
+
+    Returns the common dtype (``None`` when no tensor was given); raises ``ValueError``.
+    """
+    first: tuple[str, torch.dtype] | None = None
+    for arg, t in tensors.items():
+        if t is None:
+            continue
+        check_tensor(op, arg, t)
+        if first is None:
+            first = (arg, t.dtype)
+        elif t.dtype != first[1]:
+            raise ValueError(
+                f"{op}: arguments '{first[0]}' ({dtype_name(first[1])}) and '{arg}' "
+                f"({dtype_name(t.dtype)}) must have the same dtype"
+            )
+    return None if first is None else first[1]
