@@ -20,6 +20,7 @@ _LIB = torch.library.Library(_NS, "FRAGMENT")  # noqa: TOR901 - lives as long as
 _LIB.define("inner(Tensor x) -> Tensor")
 _LIB.define("outer(Tensor x) -> Tensor")
 _LIB.define("cpu_only(Tensor x) -> Tensor")
+_LIB.define("flat_cumsum(Tensor x) -> Tensor")
 
 
 def _inner(x: torch.Tensor) -> torch.Tensor:
@@ -32,9 +33,14 @@ def _outer(x: torch.Tensor) -> torch.Tensor:
     return ops.inner(x).sum(0) + ops.inner(x).view(-1)[0]
 
 
+def _flat_cumsum(x: torch.Tensor) -> torch.Tensor:
+    return torch.cumsum(x.reshape(-1), 0)  # reshape copies (1 clone) when x is not flattenable
+
+
 for _key in ("CPU", "PrivateUse1"):
     _LIB.impl("inner", _inner, _key)
     _LIB.impl("outer", _outer, _key)
+    _LIB.impl("flat_cumsum", _flat_cumsum, _key)
 _LIB.impl("cpu_only", lambda x: x + 1, "CPU")
 
 
@@ -188,6 +194,17 @@ def test_nested_custom_ops_are_attributed(dev: str) -> None:
         assert inner.launches == ["aten.add.Tensor", "aten.mul.Tensor"]
     assert c.launches == 6  # totals count each op once
     assert [e.call for e in c.events] == [1, 1, 0, 2, 2, 0]
+
+
+def test_composite_implicit_ops_inside_kernels_count_their_parts(dev: str) -> None:
+    # Below autograd (inside our kernels) the mode sees reshape itself, a "view" op that copies
+    # when the strides do not allow a view: the counter must see the clone.
+    x = torch.ones(3, 4, device=dev)
+    op = getattr(torch.ops, _NS).flat_cumsum
+    assert _run(dev, lambda: op(x)).launch_ops == ["aten.cumsum.default"]
+    c = _run(dev, lambda: op(x.t()))
+    assert c.launch_ops == ["aten.clone.default", "aten.cumsum.default"]
+    assert c.calls[0].launches == c.launch_ops
 
 
 def test_custom_op_without_device_kernel_is_flagged(dev: str) -> None:

@@ -233,11 +233,14 @@ def _runs_no_kernel(func: torch._ops.OpOverload) -> bool:
 
 
 @functools.cache
+def _has_kernel(qualname: str, key: str) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key)
+
+
 def _decomposes(qualname: str) -> bool:
     """Unlisted op with a CompositeExplicitAutograd kernel: on the device it runs as its parts."""
-    return any(
-        torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key)
-        for key in ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+    return _has_kernel(qualname, "CompositeExplicitAutograd") or _has_kernel(
+        qualname, "CompositeExplicitAutogradNonFunctional"
     )
 
 
@@ -268,6 +271,13 @@ class _CountingMode(TorchDispatchMode):
             return func(*args, **kwargs)
         if func.namespace != "aten":
             return self._call(func, args, kwargs)
+        if _has_kernel(func.name(), "CompositeImplicitAutograd"):
+            # Seen undecomposed below autograd (inside our kernels): ``reshape`` here may hide a
+            # ``clone``.  The device decomposes it too, so count its parts.
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
         if _runs_no_kernel(func):
             return func(*args, **kwargs)
         listed = torch_npu_supports(func)

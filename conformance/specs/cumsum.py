@@ -1,0 +1,106 @@
+"""Specs for ``fbgemm::asynchronous_{complete,exclusive,inclusive}_cumsum``.
+
+Inputs: int32, int64, float16, bfloat16, float32; complete cumsum 1-D and 2-D (one scan per row),
+exclusive / inclusive cumsum 0-D to 3-D (upstream CPU scans the tensor flattened in logical
+order).  Edge cases: empty (0,), (0, k), (k, 0); all zeros; int32 sums that overflow (upstream
+wraps); transposed, sliced and expanded (stride 0) views.  One example in ten is invalid (a rank
+or a dtype upstream rejects): ours must raise as upstream does.
+
+Oracles and tolerances (``scale`` = the same cumsum of ``|t_in|`` in float64, the running
+magnitude: partial sums can cancel to ~0 while rounding error grows with the terms summed):
+
+* int32, int64: upstream, exact.
+* float32: upstream, ``|ours - upstream| <= 1e-5 + 1.3e-6 * scale``.  Upstream accumulates in
+  float32 sequentially, torch.cumsum in a wider type; at the suite's sizes (<= 2048 terms of
+  magnitude <= 10) the measured gap is below 1e-7 * scale, and the bound leaves room for a device
+  scan that accumulates in float32 in another order (error ~ sqrt(n) * eps * scale).
+* float16, bfloat16: a float64 reference (cast in, cumsum, compare in float64), because upstream
+  CPU accumulates in the half type itself and drifts far from the true sum (3000 x 0.1 gives 256
+  in float16 and 32 in bfloat16 instead of 300).  Bound ``1e-5 + 1e-2 * scale``: one final
+  rounding costs 2**-11 (float16) or 2**-8 (bfloat16) of the value, and a float32 accumulator
+  adds far less.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from hypothesis import strategies as st
+
+from conformance.harness import Budget, Compare, OpSpec, Tol
+from conformance.strategies import shapes, tensors
+
+DTYPES = (torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.float32)
+HALF = (torch.float16, torch.bfloat16)
+BAD_DTYPES = (torch.int8, torch.float64, torch.bool)  # upstream: NotImplementedError
+BUDGET = Budget(launches=3, syncs=0)  # OPS.md section 1
+TOLERANCES = {
+    torch.float32: Tol(rtol=1.3e-6, atol=1e-5),
+    torch.float16: Tol(rtol=1e-2, atol=1e-5),
+    torch.bfloat16: Tol(rtol=1e-2, atol=1e-5),
+}
+
+F = torch.ops.fbgemm
+
+
+def complete_reference(t_in: torch.Tensor) -> torch.Tensor:
+    """float64: a zero column, then the cumsum along the last dim (per row for 2-D)."""
+    x = t_in.to(torch.float64)
+    zero = torch.zeros((*x.shape[:-1], 1), dtype=torch.float64)
+    return torch.cat([zero, x.cumsum(-1)], dim=-1)
+
+
+def inclusive_reference(t_in: torch.Tensor) -> torch.Tensor:
+    """float64: cumsum of the tensor flattened in logical order, in ``t_in``'s shape."""
+    x = t_in.to(torch.float64).reshape(-1)
+    return x.cumsum(0).reshape(t_in.shape)
+
+
+def exclusive_reference(t_in: torch.Tensor) -> torch.Tensor:
+    """float64: ``out[0] = 0``, ``out[i] = sum(flat[:i])``, in ``t_in``'s shape."""
+    x = t_in.to(torch.float64).reshape(-1)
+    out = torch.zeros_like(x)
+    out[1:] = x[:-1].cumsum(0)
+    return out.reshape(t_in.shape)
+
+
+def _inputs(valid_ranks: tuple[int, ...], bad_ranks: tuple[int, ...]) -> st.SearchStrategy:
+    valid = tensors(shapes(valid_ranks, small=8, large=2048), DTYPES)
+    invalid = st.one_of(
+        tensors(shapes(valid_ranks, small=4), BAD_DTYPES, layouts=("contiguous",)),
+        *([tensors(shapes(bad_ranks, small=3), DTYPES)] if bad_ranks else []),
+    )
+
+    @st.composite
+    def draw(draw: st.DrawFn) -> dict[str, object]:
+        bad = draw(st.integers(0, 9)) == 9  # shrinks towards valid inputs
+        return {"t_in": draw(invalid if bad else valid)}
+
+    return draw()
+
+
+def _spec(
+    name: str,
+    ref: Callable[[torch.Tensor], torch.Tensor],
+    valid_ranks: tuple[int, ...],
+    bad_ranks: tuple[int, ...],
+) -> OpSpec:
+    op = getattr(F, name)
+    return OpSpec(
+        name=name,
+        op=lambda t_in: op(t_in),
+        inputs=_inputs(valid_ranks, bad_ranks),
+        compare=Compare(TOLERANCES, scale=lambda t_in: ref(t_in.to(torch.float64).abs())),
+        budget=BUDGET,
+        reference=ref,
+        use_reference=lambda t_in: t_in.dtype in HALF,
+        notes="half types against a float64 reference: upstream accumulates in the half type",
+    )
+
+
+SPECS = [
+    _spec("asynchronous_complete_cumsum", complete_reference, (1, 2), (0, 3)),
+    _spec("asynchronous_exclusive_cumsum", exclusive_reference, (0, 1, 2, 3), ()),
+    _spec("asynchronous_inclusive_cumsum", inclusive_reference, (0, 1, 2, 3), ()),
+]
