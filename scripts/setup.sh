@@ -34,9 +34,9 @@ _fbgemm_npu_setup() {
 
     echo "setup.sh: installing requirements/lock.txt, torchrec $TORCHREC_VERSION, fbgemm-npu-ops"
     # torch is pinned ==2.13.0 in the lock file; a plain or newer torch would pull a CUDA build.
-    "$venv/bin/python" -m pip install -q -r "$root/requirements/lock.txt"
-    "$venv/bin/python" -m pip install -q --no-deps "torchrec==$TORCHREC_VERSION"
-    "$venv/bin/python" -m pip install -q --no-deps -e "$root"
+    "$venv/bin/python" -m pip install -qq -r "$root/requirements/lock.txt"
+    "$venv/bin/python" -m pip install -qq --no-deps "torchrec==$TORCHREC_VERSION"
+    "$venv/bin/python" -m pip install -qq --no-deps -e "$root"
     if "$venv/bin/python" -c 'import sys, torch; sys.exit(torch.version.cuda is None)'; then
         echo "setup.sh: warning: .venv holds a CUDA build of torch; fbgemm_npu wants the CPU" \
             "build (torch_npu supplies the device)" >&2
