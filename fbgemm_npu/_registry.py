@@ -16,6 +16,7 @@ Rules enforced here (DESIGN.md rules 1 and 2):
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -23,8 +24,8 @@ import torch
 
 ALLOWED_KEYS: frozenset[str] = frozenset({"PrivateUse1", "AutogradPrivateUse1", "Meta"})
 
-# Modules under fbgemm_npu/ exporting KERNELS (and optionally SCHEMAS), in registration order.
-FAMILY_MODULES: tuple[str, ...] = ("fbgemm_npu.native.cumsum",)
+# Packages whose public modules (names not starting with "_") export KERNELS / SCHEMAS.
+FAMILY_PACKAGES: tuple[str, ...] = ("fbgemm_npu.native",)
 
 Kernel = Callable[..., object]
 
@@ -122,9 +123,20 @@ def _op_exists(qualname: str) -> bool:
 REGISTRY = Registry()
 
 
-def register_all(modules: Iterable[str] = FAMILY_MODULES) -> Registry:
+def family_modules(packages: Iterable[str] = FAMILY_PACKAGES) -> list[str]:
+    """Every op-family module: adding a family is adding a module, nothing else."""
+    names = []
+    for pkg_name in packages:
+        pkg = importlib.import_module(pkg_name)
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if not info.name.startswith("_"):
+                names.append(f"{pkg_name}.{info.name}")
+    return sorted(names)
+
+
+def register_all(modules: Iterable[str] | None = None) -> Registry:
     """Import every family module, add its tables and register them; idempotent."""
-    for modname in modules:
+    for modname in family_modules() if modules is None else modules:
         mod = importlib.import_module(modname)
         REGISTRY.add(getattr(mod, "KERNELS", {}), getattr(mod, "SCHEMAS", None))
     REGISTRY.register()

@@ -1,7 +1,8 @@
 """Test support: the simulated ``npu`` device and the launch/sync counters.
 
-``simulate()`` switches the simulated device on in this process (same as ``FBGEMM_NPU_SIMULATE=1``
-before ``import fbgemm_npu``).  On a machine with torch_npu it does nothing: the real device is used.
+``simulate()`` switches the simulated device on in this process (as ``FBGEMM_NPU_SIMULATE=1``
+before ``import fbgemm_npu`` does).  With torch_npu installed it does nothing: the real device is
+used.
 """
 
 from __future__ import annotations

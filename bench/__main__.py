@@ -1,0 +1,60 @@
+"""``python -m bench ops [--family F] [--repeats N] [--out FILE.md]``.
+
+Each module ``bench/ops_<family>.py`` exports ``CASES: list[Case]``; this runs them all (or those
+whose family matches ``--family``), prints the table and writes it to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import importlib
+import pkgutil
+import sys
+from pathlib import Path
+
+from bench.harness import Case, run_case, table
+
+
+def _cases(prefix: str) -> list[Case]:
+    import bench
+
+    out: list[Case] = []
+    for info in sorted(pkgutil.iter_modules(bench.__path__), key=lambda m: m.name):
+        if info.name.startswith(prefix):
+            out.extend(importlib.import_module(f"bench.{info.name}").CASES)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    sub = parser.add_subparsers(dest="what", required=True)
+    ops = sub.add_parser("ops", help="section-1 op families: ours vs upstream on CPU")
+    ops.add_argument("--family", default="*", help="fnmatch pattern on the family name")
+    ops.add_argument("--repeats", type=int, default=15)
+    ops.add_argument("--out", type=Path, default=Path("bench/results/ops.md"))
+    args = parser.parse_args(argv)
+
+    from fbgemm_npu.testing import simulate
+
+    kind = simulate()
+    cases = [c for c in _cases("ops_") if fnmatch.fnmatch(c.family, args.family)]
+    if not cases:
+        print("bench: no case matches", file=sys.stderr)
+        return 2
+    rows = []
+    for i, case in enumerate(cases, 1):
+        print(f"[{i}/{len(cases)}] {case.family}/{case.name}", file=sys.stderr, flush=True)
+        rows.append(run_case(case, repeats=args.repeats))
+    text = (
+        f"npu device: {kind}; times are CPU wall times of both kernels on the same CPU tensors, "
+        f"median of {args.repeats}; launches/syncs are one call on npu.\n\n" + table(rows)
+    )
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
