@@ -55,7 +55,7 @@ def _time(fn: Callable[[], Any]) -> float:
 
 
 def run_case(case: Case, repeats: int = 15, warmup: int = 3) -> Row:
-    """Median wall time of ours and upstream on CPU, plus the npu launch / sync count of one call."""
+    """Median CPU wall time of ours and upstream, plus the npu launches / syncs of one call."""
     inputs = case.make("cpu")
     for _ in range(warmup):
         case.ours(inputs)
@@ -87,7 +87,8 @@ def run_case(case: Case, repeats: int = 15, warmup: int = 3) -> Row:
 def table(rows: list[Row]) -> str:
     """The result as a Markdown table (printed and written to the report file)."""
     head = (
-        "| family | case | shape | ours ms | upstream ms | ratio | launches | syncs | unsupported |\n"
+        "| family | case | shape | ours ms | upstream ms | ratio "
+        "| launches | syncs | unsupported |\n"
         "|---|---|---|---:|---:|---:|---:|---:|---|\n"
     )
     body = "".join(
