@@ -7,25 +7,53 @@ argument and what was expected.  Each helper takes the qualified op name first
     fbgemm::asynchronous_complete_cumsum: argument 't_in' must be 1-D or 2-D, got a 3-D tensor
     of shape (2, 2, 2)
 
-The checks read only tensor metadata (dtype, shape, device): they never synchronise with the
-device, so they are free to call on every kernel invocation.
+The ``check_*`` helpers read only tensor metadata (dtype, shape, device): they never synchronise
+with the device, so they are free to call on every kernel invocation.
+
+Properties only the data knows (offsets non-decreasing, indices in range, a last offset equal to
+the values length) go through :func:`check_on_device`: one boolean reduction and one
+``torch._assert_async``, which raises at once on the simulator and the CPU and, on a device with
+asynchronous asserts, without making the host wait.  torch_npu 2.13 has no native
+``_assert_async`` (the counters flag it), so on a real Ascend host each such check costs a small
+device-to-host read: ``FBGEMM_NPU_VALIDATE=0`` turns the data checks off for production runs that
+trust their inputs.  Metadata checks always run.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 
 import torch
 
 __all__ = [
     "check_dtype",
+    "check_on_device",
     "check_ndim",
     "check_same_device",
     "check_same_dtype",
     "check_tensor",
     "dtype_name",
     "join_words",
+    "validation_enabled",
 ]
+
+
+def validation_enabled() -> bool:
+    """Whether data-dependent checks run (``FBGEMM_NPU_VALIDATE``, default on)."""
+    return os.environ.get("FBGEMM_NPU_VALIDATE", "1").strip().lower() not in {"0", "false", "off"}
+
+
+def check_on_device(op: str, ok: torch.Tensor, what: str) -> None:
+    """Raise ``RuntimeError("<op>: <what>")`` unless the 0-D bool tensor ``ok`` is true.
+
+    ``what`` names the argument(s) and the expectation, e.g. ``"argument 'offsets' must be
+    non-decreasing, start at 0 and end at values.size(0)"``.  Costs one launch
+    (``_assert_async``) on top of the reduction that made ``ok``; no host sync on the simulator.
+    Fold several conditions of one call into one ``ok`` (``&``) to keep the launch count down.
+    """
+    if validation_enabled():
+        torch._assert_async(ok, f"{op}: {what}")
 
 
 def dtype_name(dtype: torch.dtype) -> str:
