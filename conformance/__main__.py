@@ -3,8 +3,9 @@
     python -m conformance [--ops PATTERN] [--examples N] [--seed S] [--report FILE.md]
 
 PATTERN selects specs whose name contains it or matches it as a glob (``cumsum``,
-``*_cumsum``).  Each spec's N examples are drawn by hypothesis from a fixed seed, so the same
-command line runs the same inputs.  Exits 1 on any mismatch or budget breach, 2 when nothing runs.
+``*_cumsum``).  Each spec runs its explicit edge-case examples, then N examples drawn by
+hypothesis from a fixed seed, so the same command line runs the same inputs.  Exits 1 on any
+mismatch or budget breach, 2 when no spec matches.
 """
 
 from __future__ import annotations
@@ -126,11 +127,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no spec matches {args.ops!r}; specs: {', '.join(s.name for s in SPECS)}")
         return 2
     rows = []
-    with tqdm(total=len(specs) * args.examples, unit="case", file=sys.stderr) as bar:
+    total = sum(len(s.examples) for s in specs) + len(specs) * args.examples
+    with tqdm(total=total, unit="case", file=sys.stderr) as bar:
         for spec in specs:
             bar.set_description(spec.name)
             row = OpRow(spec.name)
-            for inputs in draw_examples(spec.inputs, args.examples, args.seed):
+            drawn = draw_examples(spec.inputs, args.examples, args.seed)
+            for inputs in [*spec.examples, *drawn]:
                 row.add(run_example(spec, inputs, device=args.device))
                 bar.update()
             rows.append(row)

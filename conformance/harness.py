@@ -27,7 +27,8 @@ USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, RuntimeError, TypeEr
 
 @dataclass(frozen=True)
 class Tol:
-    """``|ours - expected| <= atol + rtol * scale``, scale = ``|expected|`` unless the spec says."""
+    """``|ours - expected| <= atol + rtol * scale (+ slack)``; scale = ``|expected|`` unless the
+    spec gives one, slack = 0 unless the spec gives one (see :class:`Compare`)."""
 
     rtol: float
     atol: float
@@ -49,10 +50,14 @@ class Compare:
     ``scale``: optional ``scale(**inputs) -> outputs-shaped magnitudes`` replacing ``|expected|``
     as what ``rtol`` is relative to (e.g. a running sum of ``|x|`` for a cumsum, whose partial sums
     can cancel to near zero while the rounding error grows with the terms summed).
+    ``slack``: optional ``slack(**inputs) -> outputs-shaped absolute allowances`` (or ``None``)
+    added to the bound: e.g. upstream's own measured distance from the exact result, so that a
+    kernel more precise than upstream is not failed for upstream's rounding error.
     """
 
     tolerances: Mapping[torch.dtype, Tol] = field(default_factory=dict)
     scale: Callable[..., Any] | None = None
+    slack: Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class OpSpec:
     holds (default: always, once a reference is given); upstream still runs for the exception
     behaviour, the output structure, shapes and dtypes.  ``backward=True`` checks the gradients of
     ``grad_inputs`` (input names / positions) against the oracle's, with one random grad_output.
+    ``examples`` are explicit inputs (edge cases) that every run checks besides the drawn ones.
     """
 
     name: str
@@ -88,6 +94,7 @@ class OpSpec:
     use_reference: Callable[..., bool] | None = None
     backward: bool = False
     grad_inputs: tuple[str | int, ...] = ()
+    examples: tuple[Any, ...] = ()  # edge cases run on every run, before the drawn ones
     notes: str = ""
 
 
@@ -150,7 +157,13 @@ class Mismatch(AssertionError):
 
 
 def compare_outputs(
-    actual: Any, expected: Any, spec: OpSpec, scale: Any = None, *, check: str = "all"
+    actual: Any,
+    expected: Any,
+    spec: OpSpec,
+    scale: Any = None,
+    slack: Any = None,
+    *,
+    check: str = "all",
 ) -> tuple[float, float]:
     """Raise :class:`Mismatch` unless ``actual`` matches; return (max abs err, max rel err).
 
@@ -163,8 +176,9 @@ def compare_outputs(
     if a_spec != e_spec:
         raise Mismatch(f"output structure differs: ours {a_spec}, expected {e_spec}")
     s_leaves = tree_flatten(scale)[0] if scale is not None else [None] * len(e_leaves)
+    k_leaves = tree_flatten(slack)[0] if slack is not None else [None] * len(e_leaves)
     max_abs = max_rel = 0.0
-    for i, (a, e, s) in enumerate(zip(a_leaves, e_leaves, s_leaves, strict=True)):
+    for i, (a, e, s, k) in enumerate(zip(a_leaves, e_leaves, s_leaves, k_leaves, strict=True)):
         where = f"output {i}" if len(a_leaves) > 1 else "output"
         if not isinstance(e, torch.Tensor):
             if check != "meta" and a != e:
@@ -190,13 +204,18 @@ def compare_outputs(
         tol = spec.compare.tolerances.get(a.dtype)
         if tol is None:
             raise Mismatch(f"{where}: spec {spec.name} states no tolerance for {a.dtype}")
-        err_abs, err_rel = _check_close(where, a, e, s, tol)
+        err_abs, err_rel = _check_close(where, a, e, s, k, tol)
         max_abs, max_rel = max(max_abs, err_abs), max(max_rel, err_rel)
     return max_abs, max_rel
 
 
 def _check_close(
-    where: str, a: torch.Tensor, e: torch.Tensor, s: torch.Tensor | None, tol: Tol
+    where: str,
+    a: torch.Tensor,
+    e: torch.Tensor,
+    s: torch.Tensor | None,
+    k: torch.Tensor | None,
+    tol: Tol,
 ) -> tuple[float, float]:
     a64, e64 = a.to(torch.float64), e.to(torch.float64)
     if a64.numel() == 0:
@@ -206,16 +225,24 @@ def _check_close(
     scale = e64.abs() if s is None else s.to(torch.float64).abs()
     # Non-finite values must match exactly: an inf scale would otherwise accept anything.
     nonfinite = ~a64.isfinite() | ~e64.isfinite()
-    bad = ~same_special & (nonfinite | ~(diff <= tol.atol + tol.rtol * scale))
+    bound = tol.atol + tol.rtol * scale
+    if k is not None:
+        bound = bound + k.to(torch.float64).abs()
+    bad = ~same_special & (nonfinite | ~(diff <= bound))
     rel = torch.where(scale > 0, diff / scale, torch.where(diff > 0, math.inf, 0.0))
     if bad.any():
         i = tuple(bad.nonzero()[0].tolist())
         raise Mismatch(
             f"{where} at {list(i)}: ours {a64[i].item()!r}, expected {e64[i].item()!r} "
             f"(|diff| {diff[i].item():.3g} > atol {tol.atol:g} + rtol {tol.rtol:g} x "
-            f"scale {scale[i].item():.3g}); {int(bad.sum())} of {bad.numel()} elements off"
+            f"scale {scale[i].item():.3g}{_slack_text(k, i)}); "
+            f"{int(bad.sum())} of {bad.numel()} elements off"
         )
     return diff.max().item(), rel.max().item()
+
+
+def _slack_text(k: torch.Tensor | None, i: tuple[int, ...]) -> str:
+    return "" if k is None else f" + slack {k[i].abs().item():.3g}"
 
 
 def _budget(spec: OpSpec, inputs: Any) -> Budget:
@@ -273,6 +300,7 @@ def _compare(spec: OpSpec, inputs: Any, actual: Any, expected: Any, result: Case
         spec.use_reference is None or _call(spec.use_reference, cpu_in)
     )
     scale = _call(spec.compare.scale, cpu_in) if spec.compare.scale is not None else None
+    slack = _call(spec.compare.slack, cpu_in) if spec.compare.slack is not None else None
     if use_ref:
         assert spec.reference is not None
         result.oracle = "reference"
@@ -280,10 +308,10 @@ def _compare(spec: OpSpec, inputs: Any, actual: Any, expected: Any, result: Case
         compare_outputs(actual, expected, spec, check="meta")
         reference = _call(spec.reference, cpu_in)
         result.max_abs, result.max_rel = compare_outputs(
-            actual, reference, spec, scale, check="values"
+            actual, reference, spec, scale, slack, check="values"
         )
     else:
-        result.max_abs, result.max_rel = compare_outputs(actual, expected, spec, scale)
+        result.max_abs, result.max_rel = compare_outputs(actual, expected, spec, scale, slack)
 
 
 def _check_raised(upstream: BaseException, ours: BaseException | None) -> None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from conformance.harness import TensorView
 
 INT_FILLS = ("lengths", "signed", "zeros", "extreme")
-FLOAT_FILLS = ("uniform", "small_ints", "zeros", "tenths")
+FLOAT_FILLS = ("uniform", "positive", "small_ints", "zeros", "tenths")
 LAYOUTS = ("contiguous", "transposed", "sliced", "expanded")
 
 
@@ -24,9 +24,10 @@ def values(shape: Sequence[int], dtype: torch.dtype, fill: str, seed: int) -> to
 
     Integer fills: ``lengths`` (0..10, like jagged lengths), ``signed`` (-1000..1000), ``zeros``,
     ``extreme`` (the dtype's whole range for int32 so that sums wrap; +-2**52 for int64, whose
-    sums must not overflow).  Float fills: ``uniform`` (-10..10), ``small_ints`` (-5..5, exact in
-    every float type), ``zeros``, ``tenths`` (+-0.1: the sums that expose half-precision
-    accumulation).  Magnitudes stay small enough that float16 sums of 2048 terms cannot overflow.
+    sums must not overflow).  Float fills: ``uniform`` (-10..10), ``positive`` (0..10: sums grow,
+    so accumulation error does too), ``small_ints`` (-5..5, exact in every float type), ``zeros``,
+    ``tenths`` (all 0.1: the sums that expose half-precision accumulation, 0.1 being inexact).
+    Magnitudes stay small enough that float16 sums of 2048 terms cannot overflow.
     """
     gen = torch.Generator().manual_seed(seed)
     shape = tuple(shape)
@@ -43,9 +44,9 @@ def values(shape: Sequence[int], dtype: torch.dtype, fill: str, seed: int) -> to
     if fill == "small_ints":
         return torch.randint(-5, 6, shape, generator=gen).to(dtype)
     if fill == "tenths":
-        sign = torch.randint(0, 2, shape, generator=gen) * 2 - 1
-        return (sign * 0.1).to(dtype)
-    return (torch.rand(shape, generator=gen, dtype=torch.float64) * 20 - 10).to(dtype)
+        return torch.full(shape, 0.1, dtype=dtype)
+    u = torch.rand(shape, generator=gen, dtype=torch.float64)
+    return (u * 10 if fill == "positive" else u * 20 - 10).to(dtype)
 
 
 def with_layout(

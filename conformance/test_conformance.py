@@ -38,6 +38,18 @@ def test_conformance(spec: OpSpec, data: st.DataObject) -> None:
     assert not result.over_budget, f"{spec.name}({result.inputs}): {result.message}"
 
 
+@pytest.mark.skipif(DEVICE_KIND is None, reason=f"no npu device: {DEVICE_ERROR}")
+@pytest.mark.parametrize(
+    "spec, index",
+    [(s, i) for s in SPECS for i in range(len(s.examples))],
+    ids=lambda v: v.name if isinstance(v, OpSpec) else f"example{v}",
+)
+def test_conformance_examples(spec: OpSpec, index: int) -> None:
+    result = run_example(spec, spec.examples[index], device="npu:0")
+    assert result.ok, f"{spec.name}({result.inputs}) vs {result.oracle}: {result.message}"
+    assert not result.over_budget, f"{spec.name}({result.inputs}): {result.message}"
+
+
 def test_every_spec_has_a_budget_and_tolerances() -> None:
     for spec in SPECS:
         assert spec.budget is not None, spec.name
