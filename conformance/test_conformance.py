@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance.conftest import DEVICE_ERROR, DEVICE_KIND
 from conformance.harness import OpSpec, run_example
 from conformance.specs import SPECS
 
@@ -27,7 +26,6 @@ SETTINGS = settings(
 )
 
 
-@pytest.mark.skipif(DEVICE_KIND is None, reason=f"no npu device: {DEVICE_ERROR}")
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
 @SETTINGS
 @given(data=st.data())
@@ -38,7 +36,6 @@ def test_conformance(spec: OpSpec, data: st.DataObject) -> None:
     assert not result.over_budget, f"{spec.name}({result.inputs}): {result.message}"
 
 
-@pytest.mark.skipif(DEVICE_KIND is None, reason=f"no npu device: {DEVICE_ERROR}")
 @pytest.mark.parametrize(
     "spec, index",
     [(s, i) for s in SPECS for i in range(len(s.examples))],

@@ -45,11 +45,7 @@ _LIB.impl("cpu_only", lambda x: x + 1, "CPU")
 
 
 def _npu_available() -> bool:
-    if fbgemm_npu.device_kind() == "none":
-        try:
-            fbgemm_npu.testing.simulate()
-        except Exception:  # noqa: BLE001 - no compiler, no device: the npu cases skip
-            return False
+    # tests/conftest.py switched the device on (or failed the run): never skip for want of one
     return fbgemm_npu.device_kind() != "none"
 
 

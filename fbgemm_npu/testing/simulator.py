@@ -87,6 +87,9 @@ def load() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
+    from fbgemm_npu.testing import collectives
+
+    collectives.register()  # "hccl" for npu tensors, staged through gloo
     _loaded = True
 
 
