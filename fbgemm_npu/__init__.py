@@ -12,10 +12,12 @@ import fbgemm_gpu  # noqa: F401  - upstream schemas, CPU kernels and Python fron
 
 from fbgemm_npu import _device
 from fbgemm_npu._registry import register_all
+from fbgemm_npu.split_table import device as _tbe_device
 
 __version__ = "0.1.0"
 
 register_all()
+_tbe_device.apply()  # upstream's TBE Python on npu: fbgemm_npu/split_table/device.py
 _device.activate()
 
 device_kind = _device.device_kind
