@@ -1,0 +1,318 @@
+"""The permute family's tensor programs, argument checks and folded data checks.
+
+Every op of the family is one gather: output segment ``s`` is a copy of some input segment, and
+output element ``j`` of segment ``s`` reads input element ``j + d[s]``, where ``d[s]`` is the
+distance between the two segments' starts.  :func:`segment_gather_index` turns ``d`` and the
+output segment lengths into that per-element source index with four launches and no host sync
+(``repeat_interleave`` with ``output_size``).
+
+Checks: the properties only the data knows (permute indices in range, lengths non-negative, the
+lengths' sum within the values, a given output size equal to the lengths' sum) are gathered in a
+:class:`Bounds` as 0-d device tensors with an allowed range each, then verified in one go:
+
+* :meth:`Bounds.read_with` when the op reads a size back to the host anyway
+  (``permuted_lengths_sum`` is None): the checked scalars travel in the same device-to-host copy
+  as the size, so the checks cost one ``stack`` and no extra sync, and the error names the exact
+  argument that failed;
+* :meth:`Bounds.assert_on_device` otherwise: ``stack``, one host-to-device copy of the bounds,
+  ``clamp``, ``eq``, ``all`` and one ``_assert_async`` (:func:`check_on_device`): six launches
+  whatever the number of conditions, no sync.
+
+Both are skipped when ``FBGEMM_NPU_VALIDATE=0`` (see ``_checks.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from fbgemm_npu.native._checks import (
+    check_dtype,
+    check_ndim,
+    check_on_device,
+    check_same_device,
+    check_tensor,
+    dtype_name,
+    validation_enabled,
+)
+
+__all__ = [
+    "INDEX_DTYPES",
+    "VALUE_DTYPES",
+    "WEIGHT_DTYPES",
+    "Bounds",
+    "check_args",
+    "expand",
+    "gather_index",
+    "invert",
+    "permute_rows",
+    "segment_gather_index",
+]
+
+INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
+# What upstream's CPU and CUDA kernels both gather as values (FBGEMM_DISPATCH_ALL_TYPES).
+VALUE_DTYPES: tuple[torch.dtype, ...] = (
+    torch.int32,
+    torch.int64,
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+)
+# The union of upstream's weight dispatches (CUDA: all of these; CPU: a subset per op).
+WEIGHT_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+    torch.int32,
+    torch.int64,
+)
+Out = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+
+_I64 = torch.iinfo(torch.int64)
+
+
+def segment_gather_index(d: torch.Tensor, out_lengths: torch.Tensor, total: int) -> torch.Tensor:
+    """``idx[j] = j + d[s]`` for every element ``j`` of output segment ``s``; int64 or int32.
+
+    ``d`` holds one start distance per output segment, ``out_lengths`` (same numel, any integer
+    dtype, non-negative) the output segments' lengths, ``total`` their sum (known on the host, so
+    ``repeat_interleave`` needs no sync).  Launches: 4 (``repeat_interleave`` = the segment id of
+    each element + a gather of ``d``; ``arange``; ``add_``).  Syncs: 0.
+    """
+    idx = torch.repeat_interleave(d.reshape(-1), out_lengths.reshape(-1), output_size=total)
+    idx.add_(torch.arange(total, dtype=idx.dtype, device=idx.device))
+    return idx
+
+
+@dataclass
+class _Bound:
+    value: torch.Tensor  # 0-d, on the device
+    lo: int | None
+    hi: int | None
+    what: str  # "argument 'permute' must hold indices in [0, 3)"
+
+
+@dataclass
+class Bounds:
+    """Data-dependent conditions ``lo <= value <= hi`` of one op call, checked together."""
+
+    op: str
+    items: list[_Bound] = field(default_factory=list)
+
+    def add(self, value: torch.Tensor, lo: int | None, hi: int | None, what: str) -> None:
+        """Require the 0-d device tensor ``value`` to lie in ``[lo, hi]`` (None: unbounded)."""
+        self.items.append(_Bound(value, lo, hi, what))
+
+    def _stacked(self, extra: list[torch.Tensor]) -> torch.Tensor:
+        # stack promotes int32 statistics to int64 when one of them is int64
+        return torch.stack([*extra, *(b.value for b in self.items)])
+
+    def read_with(self, extra: list[torch.Tensor]) -> list[int]:
+        """Read ``extra`` (0-d device tensors) to the host in one copy, checking the bounds too.
+
+        Launches: 1 (``stack``) when there is more than one scalar to read; syncs: 1.  Raises
+        ``ValueError`` naming the op and the first argument whose condition fails.
+        """
+        if not self.items and len(extra) == 1:
+            return [int(extra[0].item())]
+        got = self._stacked(extra).tolist()
+        for bound, value in zip(self.items, got[len(extra) :], strict=True):
+            if (bound.lo is not None and value < bound.lo) or (
+                bound.hi is not None and value > bound.hi
+            ):
+                raise ValueError(f"{self.op}: {bound.what}; got {value}")
+        return [int(v) for v in got[: len(extra)]]
+
+    def assert_on_device(self) -> None:
+        """One ``_assert_async`` for every condition: 6 launches (none when empty), no sync."""
+        if not self.items:
+            return
+        values = self._stacked([])
+        info = torch.iinfo(values.dtype)
+        lo = [max(info.min, _I64.min if b.lo is None else b.lo) for b in self.items]
+        hi = [min(info.max, _I64.max if b.hi is None else b.hi) for b in self.items]
+        bounds = torch.tensor([lo, hi], dtype=values.dtype).to(values.device)
+        ok = (values.clamp(bounds[0], bounds[1]) == values).all()
+        what = "; ".join(b.what for b in self.items)
+        check_on_device(self.op, ok, f"expected all of: {what}")
+
+
+def check_args(
+    op: str,
+    permute: object,
+    lengths: object,
+    values: object,
+    weights: object,
+    permuted_lengths_sum: int | None,
+    values_name: str = "values",
+) -> None:
+    """Metadata checks shared by the sparse-data permutes (no device work)."""
+    check_dtype(op, "permute", check_tensor(op, "permute", permute), INDEX_DTYPES)
+    check_dtype(op, "lengths", check_tensor(op, "lengths", lengths), INDEX_DTYPES)
+    check_dtype(op, values_name, check_tensor(op, values_name, values), VALUE_DTYPES)
+    if weights is not None:
+        check_dtype(op, "weights", check_tensor(op, "weights", weights), WEIGHT_DTYPES)
+        check_ndim(op, "weights", weights, (1, 2))
+    check_same_device(
+        op, permute=permute, lengths=lengths, weights=weights, **{values_name: values}
+    )
+    if permuted_lengths_sum is not None and permuted_lengths_sum < 0:
+        raise ValueError(
+            f"{op}: argument 'permuted_lengths_sum' must be non-negative, "
+            f"got {permuted_lengths_sum}"
+        )
+
+
+def _finish_index(
+    index: torch.Tensor,
+    in_incl: torch.Tensor,
+    out_incl: torch.Tensor,
+    permuted_lengths: torch.Tensor,
+    total: int,
+) -> torch.Tensor:
+    # d[s] = (start of the input segment) - (start of output segment s); the inclusive sums give
+    # the same difference because both segments have the same length.
+    t_in = in_incl.numel() // permuted_lengths.size(1)
+    d = in_incl.view(t_in, -1).index_select(0, index).view(-1)
+    d.sub_(out_incl)
+    return segment_gather_index(d, permuted_lengths, total)
+
+
+def permute_rows(
+    op: str,
+    permute: torch.Tensor,
+    lengths: torch.Tensor,
+    values: torch.Tensor,
+    weights: torch.Tensor | None,
+    permuted_lengths_sum: int | None,
+    values_name: str = "values",
+) -> Out:
+    """The sparse-data permute on ``lengths`` of shape ``(T_in, B)``; see ``permute.py``."""
+    perm = permute.reshape(-1)
+    t_in, b = lengths.shape
+    t_out = perm.numel()
+    flat_values = values.reshape(-1)
+    if t_out == 0 or b == 0:  # nothing is read: empty outputs, no launch
+        if permuted_lengths_sum not in (None, 0):
+            raise ValueError(
+                f"{op}: argument 'permuted_lengths_sum' must be 0 for an empty output (permute "
+                f"has {t_out} entries, lengths {b} columns), got {permuted_lengths_sum}"
+            )
+        empty_weights = None if weights is None else weights.new_empty((0, *weights.shape[1:]))
+        return lengths.new_empty((t_out, b)), flat_values.new_empty((0,)), empty_weights
+    where = f"argument 'permute' must hold indices in [0, {t_in})"
+    if t_in == 0:
+        raise ValueError(f"{op}: {where}: 'lengths' has no rows")
+    n_avail = flat_values.numel()
+    limit = f"{values_name}.numel() ({n_avail})"
+    if weights is not None:
+        n_avail = min(n_avail, weights.size(0))
+        limit += f" and weights.size(0) ({weights.size(0)})"
+    bounds = Bounds(op)
+    index = perm
+    if validation_enabled():
+        low, high = torch.aminmax(perm)
+        bounds.add(low, 0, None, where)
+        bounds.add(high, None, t_in - 1, where)
+        bounds.add(lengths.amin(), 0, None, "argument 'lengths' must be non-negative")
+        index = perm.clamp(0, t_in - 1)  # gathers stay in bounds until the checks have run
+    permuted_lengths = lengths.index_select(0, index)
+    in_incl = torch.cumsum(lengths.reshape(-1), 0, dtype=torch.int64)
+    out_incl = torch.cumsum(permuted_lengths.view(-1), 0, dtype=torch.int64)
+    if bounds.items:
+        bounds.add(in_incl[-1], None, n_avail, f"sum(lengths) must not exceed {limit}")
+    if permuted_lengths_sum is None:
+        total = bounds.read_with([out_incl[-1]])[0]
+    else:
+        total = permuted_lengths_sum
+        if bounds.items:
+            bounds.add(
+                out_incl[-1],
+                total,
+                total,
+                f"argument 'permuted_lengths_sum' ({total}) must equal the sum of the permuted "
+                "lengths",
+            )
+            bounds.assert_on_device()
+    idx = _finish_index(index, in_incl, out_incl, permuted_lengths, total)
+    out_weights = None if weights is None else weights.index_select(0, idx)
+    return permuted_lengths, flat_values.index_select(0, idx), out_weights
+
+
+def gather_index(permute: torch.Tensor, lengths: torch.Tensor, total: int) -> torch.Tensor:
+    """The forward's gather index, rebuilt for the backward (inputs known valid): 9 launches."""
+    perm = permute.reshape(-1)
+    if perm.numel() == 0 or lengths.size(1) == 0:
+        return torch.zeros(0, dtype=torch.int64, device=lengths.device)
+    permuted_lengths = lengths.index_select(0, perm)
+    in_incl = torch.cumsum(lengths.reshape(-1), 0, dtype=torch.int64)
+    out_incl = torch.cumsum(permuted_lengths.view(-1), 0, dtype=torch.int64)
+    return _finish_index(perm, in_incl, out_incl, permuted_lengths, total)
+
+
+def invert(op: str, permute: object) -> torch.Tensor:
+    """``fbgemm::invert_permute``; see ``permute.invert_permute_npu``."""
+    perm = check_dtype(op, "permute", check_tensor(op, "permute", permute), INDEX_DTYPES)
+    flat = perm.reshape(-1)
+    n = flat.numel()
+    out = perm.new_empty(perm.shape)
+    if n == 0:
+        return out
+    positions = torch.arange(n, dtype=perm.dtype, device=perm.device)
+    validate = validation_enabled()
+    index = flat.clamp(0, n - 1) if validate else flat
+    out.view(-1).index_put_((index,), positions)
+    if validate:
+        # A permutation maps back onto itself: out[permute[i]] == i for every i (a repeated index
+        # loses one of its writes), and no index was clamped.
+        ok = ((out.view(-1).index_select(0, index) == positions) & (index == flat)).all()
+        check_on_device(
+            op, ok, f"argument 'permute' must be a permutation of 0..{n - 1} (each index once)"
+        )
+    return out
+
+
+def expand(
+    op: str, permute: object, input_offset: object, output_offset: object, output_size: int
+) -> torch.Tensor:
+    """``fbgemm::expand_into_jagged_permute``; see ``permute.expand_into_jagged_permute_npu``."""
+    perm = check_dtype(op, "permute", check_tensor(op, "permute", permute), INDEX_DTYPES)
+    offsets = {"input_offset": input_offset, "output_offset": output_offset}
+    for name, t in offsets.items():
+        check_tensor(op, name, t)
+        if t.dtype != perm.dtype:  # upstream reads all three with permute's index type
+            raise ValueError(
+                f"{op}: argument '{name}' must have permute's dtype ({dtype_name(perm.dtype)}), "
+                f"got {dtype_name(t.dtype)}"
+            )
+    check_same_device(op, permute=perm, **offsets)
+    n = perm.numel()
+    if n == 0:
+        raise ValueError(f"{op}: argument 'permute' must not be empty")
+    for name, t in offsets.items():
+        if t.numel() != n + 1:
+            raise ValueError(
+                f"{op}: argument '{name}' must have permute.numel() + 1 = {n + 1} elements, "
+                f"got {t.numel()}"
+            )
+    if output_size < 0:
+        raise ValueError(f"{op}: argument 'output_size' must be non-negative, got {output_size}")
+    flat = perm.reshape(-1)
+    starts_in = input_offset.reshape(-1)
+    ends = output_offset.reshape(-1)
+    out_lengths = ends[1:] - ends[:-1]
+    if validation_enabled():
+        bounds = Bounds(op)
+        low, high = torch.aminmax(flat)
+        bounds.add(low, 0, None, f"argument 'permute' must hold indices in [0, {n})")
+        bounds.add(high, None, n - 1, f"argument 'permute' must hold indices in [0, {n})")
+        bounds.add(out_lengths.amin(), 0, None, "argument 'output_offset' must be non-decreasing")
+        bounds.add(ends[0], 0, 0, "argument 'output_offset' must start at 0")
+        bounds.add(ends[-1], output_size, output_size, "argument 'output_offset' must end at "
+                   f"output_size ({output_size})")  # fmt: skip
+        bounds.assert_on_device()  # raises before the gather below reads out of bounds
+    d = starts_in.index_select(0, flat)
+    d.sub_(ends[:-1])
+    return segment_gather_index(d, out_lengths, output_size)

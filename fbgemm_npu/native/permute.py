@@ -1,0 +1,274 @@
+"""Permute family: ``fbgemm::permute_{1D,2D}_sparse_data``, ``permute_2D_sparse_data_input1D``,
+``permute_sparse_features``, ``invert_permute`` and ``expand_into_jagged_permute`` on npu.
+
+The sparse-data permutes reorder the segments of a jagged tensor (torchrec's KeyedJaggedTensor):
+``lengths`` has one entry per segment, ``values`` (and optional per-value ``weights``) hold the
+segments back to back.  With ``lengths`` of shape ``(T_in, B)`` (feature-major, as torchrec lays
+a KJT out) and ``permute`` of ``T`` feature indices::
+
+    permuted_lengths[t, b]      = lengths[permute[t], b]
+    permuted_values[o[t,b] + i] = values[s[permute[t], b] + i]     0 <= i < lengths[permute[t], b]
+
+with ``s``/``o`` the exclusive cumsums of ``lengths``/``permuted_lengths`` (row-major).  ``permute``
+may repeat or drop features.  The 1-D form permutes single segments (``B = 1``).  The values are
+one gather ``values[idx]`` with ``idx`` from :func:`segment_gather_index`.
+
+Semantics measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0) and read from its CUDA ones:
+
+* dtypes: ``permute`` int32 (int64 too: upstream's newest CUDA 1-D kernel takes it; its CPU
+  kernels raise), ``lengths`` int32 / int64 (the output keeps it), ``values`` int32, int64,
+  float32, float16, bfloat16 (float64 and the small ints are refused, as upstream does);
+  ``weights`` float32, float16, bfloat16, float64, int32, int64 (the union of upstream's CUDA
+  dispatches; its CPU kernels take only some of these);
+* ``weights`` 1-D ``(N,)`` or 2-D ``(N, C)`` (rows permuted with the values, output ``(total, C)``,
+  as upstream's CUDA kernels do; upstream's CPU kernels read a 2-D weight buffer as flat, which
+  upstream's own tests call a different convention);
+* ``values`` of any rank are read flat (upstream reads ``numel``); ``permute`` of any rank too;
+* ``values`` (and ``weights``) may be longer than ``sum(lengths)``: the tail is ignored, as
+  upstream does;
+* empty ``permute`` or ``B = 0``: empty outputs of the right shapes (weights: an empty tensor, not
+  None), as upstream's CPU kernels return;
+* ``permute_sparse_features``: ``lengths`` and ``indices`` must share a dtype (upstream checks).
+
+Inputs for which upstream reads or writes out of bounds are refused with a ``ValueError`` naming
+the argument: a ``permute`` index outside ``[0, T_in)``, negative ``lengths``, ``sum(lengths)``
+above ``values.numel()`` or ``weights.size(0)``, a ``permuted_lengths_sum`` other than the sum of
+the permuted lengths.  Upstream bugs not copied: its 2-D CPU kernels read a non-contiguous
+``permute`` through its raw data pointer (wrong result, or a failed huge allocation).
+
+Launches per call (``FBGEMM_NPU_VALIDATE=0``): 10 without weights, 11 with (the lengths gather,
+two cumsums, the start gather and difference, four for the gather index, one gather per output
+tensor); budget 10.  Data checks add 4 launches when ``permuted_lengths_sum`` is None (the checked
+scalars ride on the sync that reads the output size) and 9 when it is given (see
+``_permute_utils``).  Syncs: 1 if ``permuted_lengths_sum`` is None, else 0.  ATen has no
+"segment arange" op; a fused kernel (one launch for the lengths, one for the data, as upstream's
+CUDA has) is the remedy.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fbgemm_npu.native import _permute_utils as _pi
+from fbgemm_npu.native._checks import check_ndim, check_same_dtype
+
+__all__ = [
+    "KERNELS",
+    "expand_into_jagged_permute_npu",
+    "invert_permute_npu",
+    "permute_1D_sparse_data_npu",
+    "permute_2D_sparse_data_autograd_npu",
+    "permute_2D_sparse_data_input1D_npu",
+    "permute_2D_sparse_data_npu",
+    "permute_sparse_features_npu",
+]
+
+_P1D = "fbgemm::permute_1D_sparse_data"
+_P2D = "fbgemm::permute_2D_sparse_data"
+_P2D_IN1D = "fbgemm::permute_2D_sparse_data_input1D"
+_PSF = "fbgemm::permute_sparse_features"
+_INVERT = "fbgemm::invert_permute"
+_EXPAND = "fbgemm::expand_into_jagged_permute"
+
+Out = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+
+
+def permute_2D_sparse_data_npu(
+    permute: torch.Tensor,
+    lengths: torch.Tensor,
+    values: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    permuted_lengths_sum: int | None = None,
+) -> Out:
+    """Permute the features (rows) of a ``(T_in, B)`` jagged batch; see the module docstring.
+
+    Returns ``(permuted_lengths (T, B), permuted_values (total,), permuted_weights (total[, C]) or
+    None)``.  Launches: 10 (11 with weights) + checks; syncs: 1 if ``permuted_lengths_sum`` is None.
+    """
+    _pi.check_args(_P2D, permute, lengths, values, weights, permuted_lengths_sum)
+    check_ndim(_P2D, "lengths", lengths, (2,))
+    return _pi.permute_rows(_P2D, permute, lengths, values, weights, permuted_lengths_sum)
+
+
+def permute_1D_sparse_data_npu(
+    permute: torch.Tensor,
+    lengths: torch.Tensor,
+    values: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    permuted_lengths_sum: int | None = None,
+) -> Out:
+    """Permute single segments: ``permuted_lengths[i] = lengths[permute[i]]`` (any number of
+    segments, repeats and drops allowed); ``lengths`` of any rank is read flat, as upstream does.
+
+    Returns ``(permuted_lengths (T,), permuted_values, permuted_weights or None)``.  Launches and
+    syncs as :func:`permute_2D_sparse_data_npu` (it is that kernel with ``B = 1``).
+    """
+    _pi.check_args(_P1D, permute, lengths, values, weights, permuted_lengths_sum)
+    rows = lengths.reshape(-1, 1)
+    out_lengths, out_values, out_weights = _pi.permute_rows(
+        _P1D, permute, rows, values, weights, permuted_lengths_sum
+    )
+    return out_lengths.view(-1), out_values, out_weights
+
+
+def permute_2D_sparse_data_input1D_npu(
+    permute: torch.Tensor,
+    lengths: torch.Tensor,
+    values: torch.Tensor,
+    stride: int,
+    weights: torch.Tensor | None = None,
+    permuted_lengths_sum: int | None = None,
+) -> Out:
+    """:func:`permute_2D_sparse_data_npu` on ``lengths.view(-1, stride)``; the permuted lengths come
+    back flat ``(T * stride,)``.  ``lengths`` must be viewable so (upstream calls ``view``).
+
+    Launches and syncs as :func:`permute_2D_sparse_data_npu`.
+    """
+    _pi.check_args(_P2D_IN1D, permute, lengths, values, weights, permuted_lengths_sum)
+    if stride <= 0 or lengths.numel() % stride != 0:
+        raise ValueError(
+            f"{_P2D_IN1D}: argument 'stride' must be positive and divide lengths.numel() "
+            f"({lengths.numel()}), got {stride}"
+        )
+    try:
+        rows = lengths.view(-1, stride)
+    except RuntimeError as exc:  # strides that no view can split: upstream's view fails too
+        raise ValueError(
+            f"{_P2D_IN1D}: argument 'lengths' (shape {tuple(lengths.shape)}, strides "
+            f"{lengths.stride()}) cannot be viewed as (-1, {stride}): {exc}"
+        ) from exc
+    out_lengths, out_values, out_weights = _pi.permute_rows(
+        _P2D_IN1D, permute, rows, values, weights, permuted_lengths_sum
+    )
+    return out_lengths.view(-1), out_values, out_weights
+
+
+def permute_sparse_features_npu(
+    permute: torch.Tensor,
+    lengths: torch.Tensor,
+    indices: torch.Tensor,
+    weights: torch.Tensor | None = None,
+) -> Out:
+    """:func:`permute_2D_sparse_data_npu` without a size argument; ``lengths`` and ``indices``
+    must share a dtype (int32 or int64), as upstream requires.
+
+    Launches: as :func:`permute_2D_sparse_data_npu` with ``permuted_lengths_sum`` None; syncs: 1
+    (the output size is data-dependent and no argument gives it), 0 for empty outputs.
+    """
+    _pi.check_args(_PSF, permute, lengths, indices, weights, None, values_name="indices")
+    check_ndim(_PSF, "lengths", lengths, (2,))
+    check_same_dtype(_PSF, lengths=lengths, indices=indices)
+    return _pi.permute_rows(_PSF, permute, lengths, indices, weights, None)
+
+
+def invert_permute_npu(permute: torch.Tensor) -> torch.Tensor:
+    """``inverse[permute[i]] = i``: the inverse of a permutation of ``0..n-1`` (any shape, read
+    flat; output of ``permute``'s shape and dtype, int32 or int64).
+
+    ``permute`` must be a permutation: upstream writes out of bounds for indices outside
+    ``[0, n)`` and leaves entries uninitialised for repeats, so both are refused.
+    Launches: 2 (``arange``, ``index_put_``); the permutation check adds 7 (a clamp for safe
+    writes, a gather back, two compares, ``and``, ``all``, ``_assert_async``).  Syncs: 0.
+    """
+    return _pi.invert(_INVERT, permute)
+
+
+def expand_into_jagged_permute_npu(
+    permute: torch.Tensor,
+    input_offset: torch.Tensor,
+    output_offset: torch.Tensor,
+    output_size: int,
+) -> torch.Tensor:
+    """Expand a segment permutation into an element permutation::
+
+        out[output_offset[t] + i] = input_offset[permute[t]] + i,  0 <= i < output_offset[t+1] -
+                                                                         output_offset[t]
+
+    ``permute`` (``T > 0`` entries) and both offset tensors (``T + 1`` entries) share one dtype,
+    int32 or int64, which the output has.  ``output_offset`` must run from 0 to ``output_size``
+    without decreasing and ``permute`` must index ``[0, T)``: upstream writes out of bounds or
+    leaves garbage otherwise.  Launches: 7 (one difference for the output lengths, a gather and a
+    difference for the starts, four for the index); checks add 8.  Syncs: 0.
+    """
+    return _pi.expand(_EXPAND, permute, input_offset, output_offset, output_size)
+
+
+class _Permute2DFunction(torch.autograd.Function):
+    """Gradients of ``permute_2D_sparse_data`` w.r.t. ``values`` and ``weights``.
+
+    The forward is a gather ``out = x[idx]``; its adjoint scatters the output gradient back,
+    ``grad_x = zeros_like(x).index_add_(0, idx, grad_out)``.  For a true permutation this is
+    upstream's formula (upstream permutes the gradient back with ``invert_permute``); with repeated
+    or dropped features upstream's backward reads out of bounds, ours sums the repeats' gradients.
+    ``idx`` is recomputed in the backward from ``permute`` and ``lengths`` (no sync: the total is
+    the gradient's length).
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        permute: torch.Tensor,
+        lengths: torch.Tensor,
+        values: torch.Tensor,
+        weights: torch.Tensor | None,
+        permuted_lengths_sum: int | None,
+    ) -> Out:
+        with torch._C._AutoDispatchBelowAutograd():
+            out = torch.ops.fbgemm.permute_2D_sparse_data(
+                permute, lengths, values, weights, permuted_lengths_sum
+            )
+        ctx.save_for_backward(permute, lengths)
+        ctx.values_shape = values.shape
+        ctx.weights_shape = None if weights is None else weights.shape
+        ctx.mark_non_differentiable(out[0])
+        return out
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        _grad_lengths: torch.Tensor | None,
+        grad_values: torch.Tensor | None,
+        grad_weights: torch.Tensor | None,
+    ) -> tuple[None, None, torch.Tensor | None, torch.Tensor | None, None]:
+        permute, lengths = ctx.saved_tensors
+        grads: list[torch.Tensor | None] = [None, None]
+        for i, (grad, shape) in enumerate(
+            ((grad_values, ctx.values_shape), (grad_weights, ctx.weights_shape))
+        ):
+            if grad is None or shape is None or not ctx.needs_input_grad[2 + i]:
+                continue
+            idx = _pi.gather_index(permute, lengths, grad.size(0))
+            flat = (shape.numel(),) if i == 0 else shape
+            grads[i] = grad.new_zeros(flat).index_add_(0, idx, grad).view(shape)
+        return None, None, grads[0], grads[1], None
+
+
+def permute_2D_sparse_data_autograd_npu(
+    permute: torch.Tensor,
+    lengths: torch.Tensor,
+    values: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    permuted_lengths_sum: int | None = None,
+) -> Out:
+    """AutogradPrivateUse1: differentiable in ``values`` and ``weights``; without a gradient to
+    track it goes straight to the PrivateUse1 kernel (no extra launch)."""
+    tracked = values.requires_grad or (weights is not None and weights.requires_grad)
+    if torch.is_grad_enabled() and tracked:
+        return _Permute2DFunction.apply(permute, lengths, values, weights, permuted_lengths_sum)
+    with torch._C._AutoDispatchBelowAutograd():
+        return torch.ops.fbgemm.permute_2D_sparse_data(
+            permute, lengths, values, weights, permuted_lengths_sum
+        )
+
+
+KERNELS = {
+    _P1D: {"PrivateUse1": permute_1D_sparse_data_npu},
+    _P2D: {
+        "PrivateUse1": permute_2D_sparse_data_npu,
+        "AutogradPrivateUse1": permute_2D_sparse_data_autograd_npu,
+    },
+    _P2D_IN1D: {"PrivateUse1": permute_2D_sparse_data_input1D_npu},
+    _PSF: {"PrivateUse1": permute_sparse_features_npu},
+    _INVERT: {"PrivateUse1": invert_permute_npu},
+    _EXPAND: {"PrivateUse1": expand_into_jagged_permute_npu},
+}
