@@ -1,0 +1,254 @@
+"""Host-side plans for the table-batched-embedding (TBE) kernels.
+
+A TBE call gets its table layout as small device tensors (``D_offsets``, ``weights_offsets``, the
+optimizer states' offsets).  The kernels need parts of that layout on the host -- which features
+share an embedding dim, at which residue modulo D each table starts in the flat buffer -- to pick
+tensor views and launch one program per group of tables.  Reading a device tensor on the host is a
+sync, so the host values are cached per tensor object (validated by a weak reference and the
+tensor's version counter) and a :class:`TbePlan` built from them is cached per layout:
+
+* the first call with a new layout reads every missing offsets tensor in one device-to-host copy
+  (1 sync, documented in the kernels);
+* later calls, or calls after :func:`register_host_values` seeded the cache from the host lists the
+  Python module already has, need 0 syncs.
+
+Tables are grouped into :class:`TableClass` es: features whose tables have the same embedding dim D
+and start at the same residue modulo D in every element-wise buffer (weights, and the
+non-rowwise optimizer states).  A class reads and writes its tables through one ``[rows, D]``
+strided view of the flat buffer -- a proper, non-overlapping 2-D tensor that a device kernel can
+index without copying the table.  Tables built by upstream's TBE with one D (or dims that divide
+each other's row offsets) form one class per distinct D; the launch count of the kernels is per
+class.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "StateLayout",
+    "TableClass",
+    "TbePlan",
+    "arange_cached",
+    "get_plan",
+    "host_values",
+    "register_host_values",
+]
+
+_HOST: dict[int, tuple[weakref.ref, int, tuple[int, ...]]] = {}
+_PLANS: OrderedDict[tuple, tuple[tuple[weakref.ref, ...], TbePlan]] = OrderedDict()
+_PLAN_CACHE_SIZE = 64
+_ARANGE: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
+
+
+def _lookup(t: torch.Tensor) -> tuple[int, ...] | None:
+    hit = _HOST.get(id(t))
+    if hit is None:
+        return None
+    ref, version, values = hit
+    if ref() is not t or version != t._version:
+        return None
+    return values
+
+
+def register_host_values(t: torch.Tensor, values: Sequence[int]) -> None:
+    """Tell the TBE kernels the contents of the device tensor ``t`` (e.g. ``D_offsets``).
+
+    The module-level code knows its layout on the host when it builds the TBE; seeding the cache
+    with it lets even the first forward run without a host sync.  The entry is dropped when ``t``
+    is freed or modified in place (its version changes).
+    """
+    values = tuple(int(v) for v in values)
+    if len(values) != t.numel():
+        raise ValueError(
+            f"register_host_values: {len(values)} values given for a tensor of {t.numel()} elements"
+        )
+    key = id(t)
+
+    def _drop(_ref: weakref.ref) -> None:
+        entry = _HOST.get(key)
+        if entry is not None and entry[0] is _ref:
+            del _HOST[key]
+
+    _HOST[key] = (weakref.ref(t, _drop), t._version, values)
+
+
+def host_values(*tensors: torch.Tensor) -> list[tuple[int, ...]]:
+    """Host copies of small integer device tensors; the misses cost one device-to-host copy."""
+    out: list[tuple[int, ...] | None] = [_lookup(t) for t in tensors]
+    missing = [t for t, v in zip(tensors, out, strict=True) if v is None]
+    if missing:
+        # One copy for all misses: a device-side cat (1 launch), then one sync.
+        flat = torch.cat([m.reshape(-1).to(torch.int64) for m in missing]).cpu().tolist()
+        pos = 0
+        for m in missing:
+            register_host_values(m, flat[pos : pos + m.numel()])
+            pos += m.numel()
+        out = [_lookup(t) for t in tensors]
+    return [v for v in out if v is not None]
+
+
+def arange_cached(n: int, device: torch.device, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """``torch.arange(n)`` as a prefix view of a cached, growing buffer: 0 launches once warm.
+
+    Callers must not write to the result.
+    """
+    key = (device, dtype)
+    buf = _ARANGE.get(key)
+    if buf is None or buf.numel() < n:
+        size = max(n, 1024, 0 if buf is None else 2 * buf.numel())
+        buf = torch.arange(size, device=device, dtype=dtype)
+        _ARANGE[key] = buf
+    return buf[:n]
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """Where an optimizer state lives: per-feature element (or row) offsets; rowwise states hold
+    one value per embedding row, the others D values per row like the weights."""
+
+    offsets: tuple[int, ...]
+    rowwise: bool
+
+
+@dataclass
+class TableClass:
+    """Features whose tables share D and their residues mod D in every element-wise buffer.
+
+    ``rows``: the index tables of the class as one device tensor ``[2, m, T + 1]`` (base, mul):
+    for feature ``t`` and embedding row ``idx``, row ``k`` of the class's index matrix is
+    ``base[k, t] + idx * mul[k, t]``:
+
+    * ``k = 0``: the row in the class's ``[n, D]`` view of the weights (non-members: 0, a valid
+      row whose value is never used);
+    * ``k = 1``: the de-duplication key, ``weights row + 1`` (non-members: 0, "not mine");
+    * ``k = 2``: the member's position ``j`` in the class (non-members: 0), used to find its
+      gradient columns;
+    * ``k = 3 + s``: the row of optimizer state ``s`` (its ``[n, D]`` view, or its element for a
+      rowwise state).
+
+    Column ``T`` is the dummy feature of indices past ``offsets[-1]`` (a non-member everywhere).
+    """
+
+    D: int
+    members: tuple[int, ...]
+    w_residue: int
+    state_residues: tuple[int, ...]  # 0 for rowwise states
+    rows: torch.Tensor
+    member_index: torch.Tensor  # [T_c] feature ids, int64
+    cols: torch.Tensor  # [T_c, D] output columns of the members, int64
+
+    @property
+    def n_members(self) -> int:
+        return len(self.members)
+
+
+@dataclass
+class TbePlan:
+    """One TBE layout: per-feature dims, column offsets and the table classes."""
+
+    T: int
+    dims: tuple[int, ...]
+    D_offsets: tuple[int, ...]
+    total_D: int
+    classes: list[TableClass]
+    dims_t: torch.Tensor  # [T] int64 on the device
+
+    @property
+    def single_class(self) -> bool:
+        """One class covering every feature in column order: the output needs no scatter."""
+        return len(self.classes) == 1 and self.classes[0].members == tuple(range(self.T))
+
+
+def _build_plan(
+    device: torch.device,
+    d_offsets: tuple[int, ...],
+    w_offsets: tuple[int, ...],
+    states: Sequence[StateLayout],
+) -> TbePlan:
+    T = len(d_offsets) - 1
+    dims = tuple(d_offsets[t + 1] - d_offsets[t] for t in range(T))
+    groups: dict[tuple[int, int, tuple[int, ...]], list[int]] = {}
+    for t in range(T):
+        D = dims[t]
+        if D <= 0:
+            # A zero-width feature contributes no output columns and no gradient.
+            continue
+        res = tuple(0 if s.rowwise else s.offsets[t] % D for s in states)
+        groups.setdefault((D, w_offsets[t] % D, res), []).append(t)
+    classes = []
+    m = 3 + len(states)
+    for (D, w_res, res), members in groups.items():
+        base = [[0] * (T + 1) for _ in range(m)]
+        mul = [[0] * (T + 1) for _ in range(m)]
+        for j, t in enumerate(members):
+            wrow = (w_offsets[t] - w_res) // D
+            base[0][t], mul[0][t] = wrow, 1
+            base[1][t], mul[1][t] = wrow + 1, 1
+            base[2][t] = j
+            for s, st in enumerate(states):
+                if st.rowwise:
+                    base[3 + s][t] = st.offsets[t]
+                else:
+                    base[3 + s][t] = (st.offsets[t] - res[s]) // D
+                mul[3 + s][t] = 1
+        rows = torch.tensor([base, mul], dtype=torch.int64, device=device)
+        cols = [[d_offsets[t] + c for c in range(D)] for t in members]
+        classes.append(
+            TableClass(
+                D=D,
+                members=tuple(members),
+                w_residue=w_res,
+                state_residues=res,
+                rows=rows,
+                member_index=torch.tensor(members, dtype=torch.int64, device=device),
+                cols=torch.tensor(cols, dtype=torch.int64, device=device),
+            )
+        )
+    return TbePlan(
+        T=T,
+        dims=dims,
+        D_offsets=d_offsets,
+        total_D=d_offsets[-1],
+        classes=classes,
+        dims_t=torch.tensor(dims, dtype=torch.int64, device=device),
+    )
+
+
+def get_plan(
+    D_offsets: torch.Tensor,
+    weights_offsets: torch.Tensor,
+    state_offsets: Sequence[tuple[torch.Tensor, bool]] = (),
+) -> TbePlan:
+    """The cached plan for this layout (built on first use: at most 1 host sync)."""
+    tensors = (D_offsets, weights_offsets, *(s for s, _ in state_offsets))
+    key = (
+        D_offsets.device,
+        tuple((id(t), t._version) for t in tensors),
+        tuple(r for _, r in state_offsets),
+    )
+    hit = _PLANS.get(key)
+    if hit is not None and all(r() is t for r, t in zip(hit[0], tensors, strict=True)):
+        _PLANS.move_to_end(key)
+        return hit[1]
+    values = host_values(*tensors)
+    states = [
+        StateLayout(offsets=v, rowwise=r)
+        for v, (_, r) in zip(values[2:], state_offsets, strict=True)
+    ]
+    plan = _build_plan(D_offsets.device, values[0], values[1], states)
+    _PLANS[key] = (tuple(weakref.ref(t) for t in tensors), plan)
+    while len(_PLANS) > _PLAN_CACHE_SIZE:
+        _PLANS.popitem(last=False)
+    return plan
+
+
+def class_view(flat: torch.Tensor, D: int, residue: int) -> torch.Tensor:
+    """The ``[n, D]`` row view of a flat buffer starting at element ``residue``: no copy."""
+    n = max((flat.numel() - residue) // D, 0)
+    return flat.as_strided((n, D), (D, 1), flat.storage_offset() + residue)

@@ -1,0 +1,100 @@
+"""Registration of the table-batched-embedding ops on npu.
+
+``split_embedding_codegen_lookup_<opt>_function_pt2`` for every optimizer the installed fbgemm_gpu
+defines a pt2 lookup for (SSD variants excluded): upstream registers them at CUDA, Meta and the
+Autograd alias only, and its C++ autograd refuses npu tensors; we register
+
+* ``AutogradPrivateUse1``: :class:`fbgemm_npu.split_table.lookup.SplitLookupFunction` -- the
+  lookup, with a backward that applies the fused optimizer to the weights and states in place;
+* ``PrivateUse1``: the forward alone (reached when autograd is not involved).
+
+Upstream's Meta kernels stay in charge of shapes.  The metadata ops (``bounds_check_indices``,
+``get_infos_metadata``, ``generate_vbe_metadata``) live in :mod:`fbgemm_npu.native.tbe_metadata`;
+``dense_embedding_codegen_lookup_function`` is registered here.
+
+Launch counts: see :mod:`fbgemm_npu.native.tbe_forward` (forward) and
+:mod:`fbgemm_npu.native.tbe_backward` plus :mod:`fbgemm_npu.split_table.optimizers` (backward).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from fbgemm_npu.split_table.dense import dense_lookup_autograd, dense_lookup_forward
+from fbgemm_npu.split_table.lookup import (
+    lookup_forward_only,
+    op_name,
+    parse_call,
+    run_lookup,
+)
+
+__all__ = ["KERNELS", "pt2_optimizers"]
+
+
+def pt2_optimizers() -> list[str]:
+    """Optimizers with a ``split_embedding_codegen_lookup_<opt>_function_pt2`` op (no SSD)."""
+    prefix, suffix = "fbgemm::split_embedding_codegen_lookup_", "_function_pt2"
+    names = []
+    for n in torch._C._dispatch_get_all_op_names():
+        if n.startswith(prefix) and n.endswith(suffix) and "ssd" not in n:
+            names.append(n[len(prefix) : -len(suffix)])
+    return sorted(names)
+
+
+_SCHEMAS: dict[str, Any] = {}
+
+
+def _schema(optimizer: str) -> Any:
+    if optimizer not in _SCHEMAS:
+        name = op_name(optimizer).split("::", 1)[1]
+        _SCHEMAS[optimizer] = getattr(torch.ops.fbgemm, name).default._schema
+    return _SCHEMAS[optimizer]
+
+
+def _named(optimizer: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    schema = _schema(optimizer)
+    named: dict[str, Any] = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(args):
+            named[arg.name] = args[i]
+        elif arg.name in kwargs:
+            named[arg.name] = kwargs[arg.name]
+        elif arg.has_default_value():
+            named[arg.name] = arg.default_value
+        else:
+            named[arg.name] = None
+    return named
+
+
+def _autograd_kernel(optimizer: str) -> Callable[..., torch.Tensor]:
+    def kernel(*args: Any, **kwargs: Any) -> torch.Tensor:
+        named = _named(optimizer, args, kwargs)
+        call = parse_call(optimizer, named)
+        return run_lookup(call, named["placeholder_autograd_tensor"])
+
+    kernel.__name__ = f"split_embedding_codegen_lookup_{optimizer}_function_pt2_autograd_npu"
+    return kernel
+
+
+def _forward_kernel(optimizer: str) -> Callable[..., torch.Tensor]:
+    def kernel(*args: Any, **kwargs: Any) -> torch.Tensor:
+        return lookup_forward_only(parse_call(optimizer, _named(optimizer, args, kwargs)))
+
+    kernel.__name__ = f"split_embedding_codegen_lookup_{optimizer}_function_pt2_npu"
+    return kernel
+
+
+KERNELS: dict[str, dict[str, Callable[..., Any]]] = {
+    op_name(opt): {
+        "AutogradPrivateUse1": _autograd_kernel(opt),
+        "PrivateUse1": _forward_kernel(opt),
+    }
+    for opt in pt2_optimizers()
+}
+KERNELS["fbgemm::dense_embedding_codegen_lookup_function"] = {
+    "AutogradPrivateUse1": dense_lookup_autograd,
+    "PrivateUse1": dense_lookup_forward,
+}

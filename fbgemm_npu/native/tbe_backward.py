@@ -1,0 +1,180 @@
+"""Backward of the TBE lookup: per-row aggregated gradients and in-place row writes.
+
+Math: for index ``i`` of feature ``t`` in bag ``k`` (sample ``b``) the gradient of its table row
+is ``g_i = s_i * grad_output[b, D_offsets[t] : D_offsets[t] + D_t]`` with ``s_i`` the per-sample
+weight (1 unweighted), divided by the bag length for MEAN; pooling NONE takes row ``i`` of
+``grad_output``.  Rows hit several times in a batch receive the sum of their ``g_i`` (upstream's
+"exact" optimizers de-duplicate the same way), and the optimizer then updates each touched row
+once.  Indices past ``offsets[-1]`` get no gradient.
+
+Program per table class (:mod:`fbgemm_npu.native._tbe_utils`), without a host sync and without a
+buffer the size of a table -- every intermediate is ``O(L x D)`` for ``L`` indices:
+
+1. sort the de-duplication keys (``weights row + 1``; 0 for indices of other classes, which so
+   form one run of their own) and permute the class's index matrix with the sort;
+2. run ids by a cumsum over "key differs from its predecessor" (runs numbered from 0);
+3. gather each index's gradient row, scale it, and ``index_add`` it into an ``[L, D]`` buffer at
+   its run id: row ``k`` of the buffer is run ``k``'s aggregated gradient (rows past the number of
+   runs stay zero);
+4. ``index_copy`` the permuted index matrix to its run id: column ``k`` names run ``k``'s rows in
+   every buffer (duplicates of a run write identical values, so the result is deterministic);
+   ``valid[k]`` = run ``k`` is a row of this class (key > 0).
+
+The optimizer (``fbgemm_npu.split_table.optimizers``) computes new values for the ``L`` run slots;
+:func:`write_rows` adds ``new - old`` at each valid slot's row with ``index_put_(accumulate=True)``
+and 0 at the others, so padding slots and foreign runs change nothing; the new value is rounded
+to the buffer's dtype before the difference is taken, so a row ends exactly at its new value
+whenever old and new are within a factor of two of each other (Sterbenz), and within one rounding
+otherwise.
+
+Launches (one class, non-VBE, SUM, fp32 gradient): 14 -- sort, permute, 3 for the run ids, 3 to
+locate gradient rows, gather, zeros + index_add, zeros + index_copy, valid; +1 (columns of the
+class) when the class is not the whole output, +2..4 for per-sample weights / MEAN, +1 for a
+half-precision gradient.  Writing one buffer: 3 (4 for half precision).  0 syncs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from fbgemm_npu.native._tbe_utils import TableClass, TbePlan, arange_cached
+from fbgemm_npu.native.tbe_forward import POOLING_MEAN, POOLING_NONE, ForwardState, VbeArgs
+
+__all__ = ["RunSlots", "aggregate_class", "grad_rows_unsorted", "write_rows"]
+
+
+@dataclass
+class RunSlots:
+    """One class's de-duplicated rows: ``L`` slots, the first ones holding the runs."""
+
+    agg: torch.Tensor  # [L, D] fp32: aggregated gradient of run k (0 for empty slots)
+    index: torch.Tensor  # [m, L]: run k's rows (see TableClass.rows), 0 for empty slots
+    valid: torch.Tensor  # [L] bool: slot k is a row of this class
+
+
+def _class_grad_2d(
+    plan: TbePlan,
+    cls: TableClass,
+    grad_output: torch.Tensor,
+    state: ForwardState,
+    pooling_mode: int,
+    vbe: VbeArgs | None,
+) -> torch.Tensor:
+    """``grad_output`` as a ``[rows, D]`` matrix whose rows :func:`_grad_row_ids` addresses."""
+    go = grad_output.contiguous()
+    if pooling_mode == POOLING_NONE:
+        return go.view(-1, cls.D)
+    if vbe is not None:
+        starts = state.row_starts
+        assert starts is not None
+        elem = starts[:, None] + arange_cached(cls.D, go.device)[None, :]
+        # Bags of other classes may be narrower: keep their (unused) reads inside the buffer.
+        elem = elem.clamp_(max=max(go.numel() - 1, 0))
+        return go.view(-1)[elem]
+    B = state.B
+    if plan.single_class:
+        return go.view(B * plan.T, cls.D)
+    return go.view(B, plan.total_D).index_select(1, cls.cols.view(-1)).view(-1, cls.D)
+
+
+def _grad_row_ids(
+    cls: TableClass, state: ForwardState, mat: torch.Tensor, pooling_mode: int, vbe: VbeArgs | None
+) -> torch.Tensor:
+    """Row of each index's gradient in :func:`_class_grad_2d`'s matrix (unsorted order)."""
+    if pooling_mode == POOLING_NONE:
+        return arange_cached(mat.size(1), mat.device)
+    if vbe is not None:
+        return state.bag
+    # [B, T_c, D] layout: sample b, member j -> row b * T_c + j
+    b = torch.remainder(state.bag, max(state.B, 1))
+    return torch.add(mat[2], b, alpha=cls.n_members)
+
+
+def _index_scale(
+    state: ForwardState,
+    offsets: torch.Tensor,
+    pooling_mode: int,
+    indice_weights: torch.Tensor | None,
+) -> torch.Tensor | None:
+    """Per-index factor of the gradient rows (per-sample weight, 1 / bag length), or None."""
+    scale = indice_weights
+    if pooling_mode == POOLING_MEAN:
+        lengths = (offsets[1:] - offsets[:-1]).clamp_(min=1)
+        n = lengths.index_select(0, state.bag.clamp(max=max(lengths.numel() - 1, 0)))
+        scale = torch.reciprocal(n.to(torch.float32)) if scale is None else scale / n
+    return scale
+
+
+def grad_rows_unsorted(
+    plan: TbePlan,
+    cls: TableClass,
+    mat: torch.Tensor,
+    grad_output: torch.Tensor,
+    state: ForwardState,
+    pooling_mode: int,
+    vbe: VbeArgs | None,
+) -> torch.Tensor:
+    """Each index's ``grad_output`` row for this class, in index order (no scaling): ``[L, D]``."""
+    g2d = _class_grad_2d(plan, cls, grad_output, state, pooling_mode, vbe)
+    return g2d.index_select(0, _grad_row_ids(cls, state, mat, pooling_mode, vbe))
+
+
+def aggregate_class(
+    plan: TbePlan,
+    cls: TableClass,
+    mat: torch.Tensor,
+    grad_output: torch.Tensor,
+    state: ForwardState,
+    offsets: torch.Tensor,
+    pooling_mode: int,
+    indice_weights: torch.Tensor | None,
+    vbe: VbeArgs | None,
+    gradient_clipping: bool = False,
+    max_gradient: float = 0.0,
+) -> RunSlots:
+    """Steps 1-4 of the module docstring for one class; see there for the launch count."""
+    L = mat.size(1)
+    dev = mat.device
+    key_sorted, perm = torch.sort(mat[1], stable=True)
+    index_sorted = mat.index_select(1, perm)
+    seg = torch.empty(L, dtype=torch.int64, device=dev)
+    seg[:1].zero_()
+    torch.cumsum(key_sorted[1:] != key_sorted[:-1], 0, dtype=torch.int64, out=seg[1:])
+
+    g2d = _class_grad_2d(plan, cls, grad_output, state, pooling_mode, vbe)
+    row_ids = _grad_row_ids(cls, state, mat, pooling_mode, vbe).index_select(0, perm)
+    rows = g2d.index_select(0, row_ids)
+    scale = _index_scale(state, offsets, pooling_mode, indice_weights)
+    if scale is not None:
+        rows = rows * scale.index_select(0, perm)[:, None]
+    if rows.dtype != torch.float32:
+        rows = rows.to(torch.float32)
+    agg = torch.index_add(rows.new_zeros((L, cls.D)), 0, seg, rows)
+    if gradient_clipping:
+        agg = agg.clamp_(min=-max_gradient, max=max_gradient)
+    index = torch.zeros_like(mat).index_copy_(1, seg, index_sorted)
+    valid = index[1] > 0
+    return RunSlots(agg=agg, index=index, valid=valid)
+
+
+def write_rows(
+    target: torch.Tensor,
+    rows: torch.Tensor,
+    old: torch.Tensor,
+    new: torch.Tensor,
+    valid: torch.Tensor,
+) -> None:
+    """``target[rows[k]] = new[k]`` for every valid slot ``k``, in place, deterministic.
+
+    ``target``: a ``[n, D]`` view or a 1-D buffer; ``old``: the values gathered at ``rows`` (in
+    ``target``'s dtype); ``new``: the new values (any float dtype).  Launches: 3, +1 when ``new``
+    must be rounded to ``target``'s dtype.
+    """
+    if new.dtype != target.dtype:
+        new = new.to(target.dtype)
+    delta = new - old
+    mask = valid if delta.dim() == 1 else valid[:, None]
+    delta = torch.where(mask, delta, 0)
+    target.index_put_((rows,), delta, accumulate=True)

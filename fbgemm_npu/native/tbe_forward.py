@@ -1,0 +1,261 @@
+"""Forward of the table-batched embedding (TBE) lookup as device-generic tensor programs.
+
+Math (upstream's ``split_embedding_codegen_forward``): the flat buffer ``weights`` holds every
+table; feature ``t`` reads table rows ``weights[weights_offsets[t] + idx * D_t : ... + D_t]``.
+Bag ``k`` of the ``T * B`` bags (feature-major: ``k = t * B + b``) holds the indices
+``indices[offsets[k] : offsets[k + 1]]``; with per-sample weights ``w`` and ``n_k`` its length,
+
+* SUM:  ``out[b, D_offsets[t] + d] = sum_i w_i * W_t[idx_i, d]``;
+* MEAN: the SUM divided by ``n_k`` (an empty bag gives 0);
+* NONE (sequence): ``out[i, d] = W_t[idx_i, d]``, one row per index (one D for all features).
+
+With variable batch size per feature (VBE) the bags of feature ``t`` are ``B_offsets[t] ..
+B_offsets[t + 1]``, ordered rank by rank, and the output is 1-D: the bag of rank ``r``, feature
+``t``, local sample ``b`` sits at ``vbe_output_offsets_feature_rank[r * T + t] + b * D_t``
+(measured on upstream's CPU kernel).
+
+Dtypes: weights fp32 / fp16 / bf16; indices and offsets int32 or int64; per-sample weights fp32;
+output fp32 / fp16 / bf16 (upstream's ``SparseType`` ints 0 / 1 / 5).  Pooling runs in
+``torch._embedding_bag`` (aclnn EmbeddingBag on Ascend) in the weights' dtype: for half-precision
+weights the bag sum is rounded to the weights' dtype before the cast to the output dtype, where
+upstream accumulates in fp32 -- a difference of one half-precision rounding, within the stated
+half-precision tolerances.  Per-sample weights are rounded to the weights' dtype for the same
+reason (the kernel takes them in that dtype).
+
+Program (per call, then per table class of :mod:`fbgemm_npu.native._tbe_utils`):
+
+1. ``bag = searchsorted(offsets[1:], arange(L), right=True)``: the bag of each index (``T * B``
+   for indices past ``offsets[-1]``, which upstream ignores); ``t = bag // B`` (VBE: searchsorted
+   on ``B_offsets``).  The arange is a cached workspace (0 launches once warm).
+2. per class: one ``index_select`` of the class's per-feature (base, mul) table by ``t`` and one
+   ``addcmul`` give the index matrix (row 0: the row in the class's ``[n, D]`` view of the
+   weights; the other rows serve the backward);
+3. ``_embedding_bag`` over all bags with ``offsets`` (non-member features read row 0 into bags
+   that are never written out), then the pooled rows are written to their output columns.
+
+Launches (non-VBE, one class, fp32): 6 -- searchsorted, floor_divide, index_select, addcmul,
+_embedding_bag, the transposing copy into the output (dtype conversion included); +1 for a
+half-precision per-sample weight cast; +3 for weighted MEAN (bag lengths, clamp, divide); +1 to
+cast int32 offsets when the indices are int64 (upstream's module makes them match).  Each further
+class adds 2 (index_select, addcmul) + 1 (_embedding_bag) + 2-3 (select members, cast, index_put_
+into the output).  VBE adds the per-bag output offsets (7 launches, see
+:func:`vbe_row_output_offsets`) and 2-4 for the element scatter.  The first call with a new
+table layout reads the layout on the host (1 sync); 0 syncs afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from fbgemm_npu.native._tbe_utils import TbePlan, arange_cached, class_view
+
+__all__ = [
+    "POOLING_MEAN",
+    "POOLING_NONE",
+    "POOLING_SUM",
+    "ForwardState",
+    "VbeArgs",
+    "output_dtype_of",
+    "tbe_forward",
+    "vbe_row_output_offsets",
+]
+
+POOLING_SUM = 0
+POOLING_MEAN = 1
+POOLING_NONE = 2
+
+# upstream SparseType.as_int() -> torch dtype, for the output dtypes a training TBE supports
+_OUTPUT_DTYPES = {0: torch.float32, 1: torch.float16, 5: torch.bfloat16}
+
+
+def output_dtype_of(op: str, output_dtype: int) -> torch.dtype:
+    """Upstream's ``SparseType`` int -> torch dtype; ValueError naming the argument otherwise."""
+    if output_dtype not in _OUTPUT_DTYPES:
+        raise ValueError(
+            f"{op}: argument 'output_dtype' must be 0 (fp32), 1 (fp16) or 5 (bf16) for a "
+            f"training lookup, got {output_dtype}"
+        )
+    return _OUTPUT_DTYPES[output_dtype]
+
+
+@dataclass
+class VbeArgs:
+    """Variable-batch-size metadata as upstream's invoker passes it."""
+
+    B_offsets: torch.Tensor  # [T + 1] int32, bags per feature (all ranks)
+    output_offsets_feature_rank: torch.Tensor  # [R * T + 1] int64
+    B_offsets_rank_per_feature: torch.Tensor  # [T, R + 1] int32
+    output_size: int
+
+
+@dataclass
+class ForwardState:
+    """What the backward needs from the forward (all device tensors, no host values)."""
+
+    bag: torch.Tensor  # [L] bag of each index (T * B past offsets[-1])
+    t: torch.Tensor  # [L] feature of each index (T past offsets[-1])
+    mats: list[torch.Tensor]  # per class: [m, L] index matrix (see TableClass)
+    B: int  # batch size (non-VBE); -1 with VBE
+    row_starts: torch.Tensor | None  # VBE: [total_B] output offset of each bag
+
+
+def _bags_and_features(
+    plan: TbePlan, indices: torch.Tensor, offsets: torch.Tensor, vbe: VbeArgs | None
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    L = indices.numel()
+    total_bags = offsets.numel() - 1
+    ar = arange_cached(L, offsets.device, offsets.dtype)
+    use_i32 = offsets.dtype == torch.int32
+    bag = torch.searchsorted(offsets[1:], ar, right=True, out_int32=use_i32)
+    if vbe is None:
+        B = total_bags // plan.T if plan.T > 0 else 0
+        t = torch.div(bag, max(B, 1), rounding_mode="floor")
+        return bag, t, B
+    b_off = vbe.B_offsets
+    if b_off.dtype != bag.dtype:
+        bag_q = bag.to(b_off.dtype)
+    else:
+        bag_q = bag
+    t = torch.searchsorted(b_off[1:], bag_q, right=True, out_int32=use_i32)
+    return bag, t, -1
+
+
+def vbe_row_output_offsets(
+    B_offsets: torch.Tensor,
+    B_offsets_rank_per_feature: torch.Tensor,
+    output_offsets_feature_rank: torch.Tensor,
+    dims: torch.Tensor,
+    total_B: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-bag output offsets of a VBE lookup and each bag's (feature, rank) block.
+
+    Bag ``k`` lies in block ``(t, r)`` (feature-major, rank within), which starts at bag
+    ``S[t, r] = B_offsets[t] + B_offsets_rank_per_feature[t, r]``; its output offset is
+    ``output_offsets_feature_rank[r * T + t] + (k - S[t, r]) * D_t``.  ``dims``: ``[T]`` int64.
+    Returns ``(row_output_offsets [total_B] int64, block [total_B] int64)``.
+
+    Launches: 7 (block starts, permuted block output offsets, per-block base, searchsorted, two
+    gathers, addcmul); 0 syncs.
+    """
+    T = B_offsets.numel() - 1
+    R = B_offsets_rank_per_feature.size(1) - 1
+    dev = B_offsets.device
+    starts = (B_offsets[:-1, None] + B_offsets_rank_per_feature[:, :R]).reshape(-1).to(torch.int64)
+    # block (t, r) -> output_offsets_feature_rank[r * T + t]
+    perm = (arange_cached(R, dev)[None, :] * T + arange_cached(T, dev)[:, None]).reshape(-1)
+    block_out = output_offsets_feature_rank.index_select(0, perm)
+    block_D = dims[:, None].expand(T, R).reshape(-1)
+    base = torch.addcmul(block_out, starts, block_D, value=-1)
+    k = arange_cached(total_B, dev)
+    block = torch.searchsorted(starts[1:], k, right=True)
+    rows = torch.addcmul(base.index_select(0, block), k, block_D.index_select(0, block))
+    return rows, block
+
+
+def tbe_forward(
+    op: str,
+    plan: TbePlan,
+    weights: torch.Tensor,
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    pooling_mode: int,
+    indice_weights: torch.Tensor | None,
+    output_dtype: torch.dtype,
+    vbe: VbeArgs | None = None,
+    for_backward: bool = True,
+) -> tuple[torch.Tensor, ForwardState]:
+    """The lookup of every feature: pooled ``[B, total_D]`` (VBE: ``[output_size]``) or, with
+    pooling NONE, ``[L, D]``.  ``weights`` is the flat 1-D buffer of all tables.
+
+    ``for_backward=False`` computes only the rows the forward needs (inference).
+    """
+    L = indices.numel()
+    bag, t, B = _bags_and_features(plan, indices, offsets, vbe)
+    mats = []
+    for cls in plan.classes:
+        rows = cls.rows if for_backward else cls.rows[:, :1]
+        tab = rows.index_select(2, t)
+        mats.append(torch.addcmul(tab[0], tab[1], indices))
+    state = ForwardState(bag=bag, t=t, mats=mats, B=B, row_starts=None)
+
+    if pooling_mode == POOLING_NONE:
+        cls = plan.classes[0] if plan.classes else None
+        D = plan.dims[0] if plan.dims else 0
+        if cls is None:
+            return weights.new_zeros((L, D), dtype=output_dtype), state
+        out = class_view(weights, cls.D, cls.w_residue).index_select(0, mats[0][0])
+        return (out if out.dtype == output_dtype else out.to(output_dtype)), state
+
+    mode = 0 if (pooling_mode == POOLING_SUM or indice_weights is not None) else 1
+    psw = None
+    if indice_weights is not None:
+        psw = (
+            indice_weights
+            if indice_weights.dtype == weights.dtype
+            else indice_weights.to(weights.dtype)
+        )
+    offs = offsets if offsets.dtype == indices.dtype else offsets.to(indices.dtype)
+    inv_len = None
+    if pooling_mode == POOLING_MEAN and indice_weights is not None:
+        inv_len = (offsets[1:] - offsets[:-1]).clamp_(min=1)
+
+    if vbe is not None:
+        row_starts, _ = vbe_row_output_offsets(
+            vbe.B_offsets,
+            vbe.B_offsets_rank_per_feature,
+            vbe.output_offsets_feature_rank,
+            plan.dims_t,
+            offsets.numel() - 1,
+        )
+        state.row_starts = row_starts
+        max_D = max(plan.dims) if plan.dims else 0
+        out_ext = weights.new_empty((vbe.output_size + max_D,), dtype=output_dtype)
+    else:
+        out = weights.new_empty((B, plan.total_D), dtype=output_dtype)
+
+    for cls, mat in zip(plan.classes, mats, strict=True):
+        view = class_view(weights, cls.D, cls.w_residue)
+        pooled = torch._embedding_bag(view, mat[0], offs, False, mode, False, psw, True, -1)[0]
+        if inv_len is not None:
+            pooled = pooled / inv_len[:, None]
+        if vbe is not None:
+            _scatter_vbe(plan, cls, pooled, state, vbe, out_ext, B_offsets=vbe.B_offsets)
+        elif plan.single_class:
+            out.view(B, plan.T, cls.D).copy_(pooled.view(plan.T, B, cls.D).transpose(0, 1))
+        else:
+            src = pooled.view(plan.T, B, cls.D).index_select(0, cls.member_index)
+            if src.dtype != output_dtype:
+                src = src.to(output_dtype)
+            b_ix = arange_cached(B, weights.device)[None, :, None]
+            out.index_put_((b_ix, cls.cols[:, None, :]), src)
+    if vbe is not None:
+        return out_ext[: vbe.output_size], state
+    return out, state
+
+
+def _scatter_vbe(
+    plan: TbePlan,
+    cls: object,
+    pooled: torch.Tensor,
+    state: ForwardState,
+    vbe: VbeArgs,
+    out_ext: torch.Tensor,
+    B_offsets: torch.Tensor,
+) -> None:
+    """Write the member bags of one class into the 1-D VBE output; other bags go to the trash
+    tail of ``out_ext`` (past ``output_size``), so no data-dependent selection is needed."""
+    D = cls.D  # type: ignore[attr-defined]
+    starts = state.row_starts
+    assert starts is not None
+    if not plan.single_class:
+        total_B = pooled.size(0)
+        k = arange_cached(total_B, pooled.device)
+        kb = k.to(B_offsets.dtype) if B_offsets.dtype != k.dtype else k
+        t_bag = torch.searchsorted(B_offsets[1:], kb, right=True)
+        member = cls.rows[1, 1].index_select(0, t_bag)  # type: ignore[attr-defined]
+        starts = torch.where(member.bool(), starts, vbe.output_size)
+    elem = starts[:, None] + arange_cached(D, pooled.device)[None, :]
+    src = pooled if pooled.dtype == out_ext.dtype else pooled.to(out_ext.dtype)
+    out_ext.index_put_((elem,), src)

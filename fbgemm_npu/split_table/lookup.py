@@ -1,0 +1,326 @@
+"""The ``split_embedding_codegen_lookup_<opt>_function_pt2`` ops on npu.
+
+Upstream's Python invokers (``fbgemm_gpu/split_embedding_codegen_lookup_invokers``) call one pt2
+op per optimizer with the tables packed into lists (``weights``, ``momentum1``, ...) and the
+rest into ``aux_*`` / ``optim_*`` lists; :func:`parse_call` unpacks them by name, whatever the
+optimizer.  :class:`SplitLookupFunction` is our autograd function for all of them: its forward
+is :func:`fbgemm_npu.native.tbe_forward.tbe_forward`; its backward de-duplicates the touched rows
+(:mod:`fbgemm_npu.native.tbe_backward`) and applies the optimizer
+(:mod:`fbgemm_npu.split_table.optimizers`) to the weights and states *in place*, as upstream's
+fused backward does, returning no gradient for ``placeholder_autograd_tensor`` (upstream returns
+an undefined tensor too), the per-sample-weight gradient when those require grad, and, for the
+``none`` optimizer, the weights' gradient as upstream's sparse COO tensor ``[total_hash_size,
+max_D]`` of the ``total_unique_indices`` touched rows.
+
+Layout arguments upstream's CPU path uses: weights ``[host_weights, placements, offsets]``
+(ComputeDevice.CPU style) or ``[dev, uvm, placements, offsets, lxu_cache]`` (CUDA style); the
+optimizer states alike.  One of dev / uvm must hold all tables (UVM caching is a CUDA feature).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from fbgemm_npu.native._tbe_utils import TbePlan, class_view, get_plan
+from fbgemm_npu.native.tbe_backward import aggregate_class, grad_rows_unsorted, write_rows
+from fbgemm_npu.native.tbe_forward import (
+    POOLING_MEAN,
+    POOLING_NONE,
+    ForwardState,
+    VbeArgs,
+    output_dtype_of,
+    tbe_forward,
+)
+from fbgemm_npu.split_table.optimizers import OPTIMIZERS, StepArgs
+
+__all__ = ["LookupCall", "SplitLookupFunction", "lookup_forward_only", "parse_call", "run_lookup"]
+
+# optim_int / optim_float / optim_bool names per optimizer, in the invokers' order (1.8.0).
+_OPTIM_INT = {
+    "rowwise_adagrad": ("weight_decay_mode",),
+    "rowwise_adagrad_with_counter": (
+        "counter_halflife", "adjustment_iter", "learning_rate_mode", "weight_decay_mode",
+        "grad_sum_decay", "is_tail_id_thresh_ratio", "regularization_mode",
+    ),
+    "none": ("total_hash_size",),
+}  # fmt: skip
+_OPTIM_FLOAT = {
+    "adagrad": ("eps",),
+    "rowwise_adagrad": ("eps", "weight_decay", "max_norm"),
+    "rowwise_adagrad_with_counter": (
+        "eps", "weight_decay", "adjustment_ub", "max_counter", "tail_id_threshold",
+        "weight_norm_coefficient", "lower_bound",
+    ),
+    "rowwise_rmsprop_ar": ("eps", "ar_alpha", "ema_beta", "min_shrinkage"),
+    "adam": ("eps", "beta1", "beta2", "weight_decay"),
+    "partial_rowwise_adam": ("eps", "beta1", "beta2", "weight_decay"),
+    "lamb": ("eps", "beta1", "beta2", "weight_decay"),
+    "partial_rowwise_lamb": ("eps", "beta1", "beta2", "weight_decay"),
+    "lars_sgd": ("eta", "momentum", "weight_decay"),
+}  # fmt: skip
+_OPTIM_BOOL = {"adam": ("use_rowwise_bias_correction",)}
+
+
+def op_name(optimizer: str) -> str:
+    return f"fbgemm::split_embedding_codegen_lookup_{optimizer}_function_pt2"
+
+
+@dataclass
+class LookupCall:
+    """One pt2 lookup call, unpacked."""
+
+    op: str
+    optimizer: str
+    weights: torch.Tensor  # flat 1-D buffer of all tables
+    dev_weights_param: torch.Tensor | None  # the `none` optimizer's differentiable weights
+    weights_offsets: torch.Tensor
+    D_offsets: torch.Tensor
+    max_D: int
+    hash_size_cumsum: torch.Tensor
+    indices: torch.Tensor
+    offsets: torch.Tensor
+    pooling_mode: int
+    indice_weights: torch.Tensor | None
+    feature_requires_grad: torch.Tensor | None
+    output_dtype: torch.dtype
+    vbe: VbeArgs | None
+    states: list[tuple[torch.Tensor, torch.Tensor]]  # (flat buffer, offsets)
+    step: StepArgs
+    gradient_clipping: bool
+    max_gradient: float
+    total_unique_indices: int
+    total_hash_size: int
+
+    def plan(self) -> TbePlan:
+        spec = OPTIMIZERS.get(self.optimizer)
+        rowwise = [r for _, r in spec.states] if spec else []
+        return get_plan(
+            self.D_offsets,
+            self.weights_offsets,
+            [(off, rw) for (_, off), rw in zip(self.states, rowwise, strict=False)],
+        )
+
+
+def _placed(op: str, arg: str, parts: list[Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(flat buffer, offsets) from ``[host, placements, offsets]`` or
+    ``[dev, uvm, placements, offsets(, lxu_cache)]``."""
+    if len(parts) == 3:
+        return parts[0], parts[2]
+    if len(parts) in (4, 5):
+        dev, uvm = parts[0], parts[1]
+        if len(parts) == 5 and parts[4] is not None and parts[4].numel() > 0:
+            raise RuntimeError(
+                f"{op}: argument '{arg}' has a non-empty LXU cache; UVM caching is a CUDA "
+                "feature and is not supported on npu (use EmbeddingLocation.DEVICE or HOST)"
+            )
+        if dev.numel() > 0 and uvm.numel() > 0:
+            raise RuntimeError(
+                f"{op}: argument '{arg}' splits its tables between device and UVM buffers; on "
+                "npu all tables must be in one (EmbeddingLocation.DEVICE or HOST)"
+            )
+        return (dev if dev.numel() > 0 or uvm.numel() == 0 else uvm), parts[3]
+    raise ValueError(
+        f"{op}: argument '{arg}' must be a list of 3, 4 or 5 tensors, got {len(parts)}"
+    )
+
+
+def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
+    """Unpack the named arguments of a pt2 lookup call (see the invokers for the list orders)."""
+    op = op_name(optimizer)
+    weights, w_off = _placed(op, "weights", list(a["weights"]))
+    dev_param = None
+    if optimizer == "none":
+        dev_param = weights
+    flat = weights.reshape(-1) if weights.dim() != 1 else weights
+    aux_t = list(a["aux_tensor"])
+    aux_i = list(a["aux_int"])
+    aux_f = list(a["aux_float"])
+    aux_b = list(a["aux_bool"])
+    vbe = None
+    if aux_t and aux_t[0] is not None:
+        vbe = VbeArgs(
+            B_offsets=aux_t[0],
+            output_offsets_feature_rank=aux_t[1],
+            B_offsets_rank_per_feature=aux_t[2],
+            output_size=int(a.get("vbe_output_size", -1)),
+        )
+    states = []
+    spec = OPTIMIZERS.get(optimizer)
+    for name, _ in spec.states if spec else ():
+        if name == "row_counter" and optimizer == "adam":
+            continue
+        states.append(_placed(op, name, list(a[name])))
+    hp: dict[str, float] = {}
+    for key, names in ((_OPTIM_INT, "optim_int"), (_OPTIM_FLOAT, "optim_float")):
+        for n, v in zip(key.get(optimizer, ()), a.get(names) or (), strict=False):
+            hp[n] = float(v)
+    for n, v in zip(_OPTIM_BOOL.get(optimizer, ()), a.get("optim_bool") or (), strict=False):
+        hp[n] = float(bool(v))
+    if optimizer == "adam" and hp.get("use_rowwise_bias_correction"):
+        ot = list(a["optim_tensor"])
+        host_form = ot[0] is not None and ot[0].numel() > 0
+        parts = [ot[0], ot[3], ot[4]] if host_form else [ot[1], ot[2], ot[3], ot[4]]
+        states.append(_placed(op, "row_counter", parts))
+    lr_t = a.get("learning_rate_tensor")
+    lr: float | torch.Tensor = 0.0
+    if lr_t is not None:
+        lr = float(lr_t.item()) if lr_t.device.type == "cpu" else lr_t.reshape(())
+    return LookupCall(
+        op=op,
+        optimizer=optimizer,
+        weights=flat,
+        dev_weights_param=dev_param,
+        weights_offsets=w_off,
+        D_offsets=a["D_offsets"],
+        max_D=int(a["max_D"]),
+        hash_size_cumsum=a["hash_size_cumsum"],
+        indices=a["indices"],
+        offsets=a["offsets"],
+        pooling_mode=int(a["pooling_mode"]),
+        indice_weights=a.get("indice_weights"),
+        feature_requires_grad=a.get("feature_requires_grad"),
+        output_dtype=output_dtype_of(op, int(a["output_dtype"])),
+        vbe=vbe,
+        states=states,
+        step=StepArgs(lr=lr, iter=int(aux_i[0]) if aux_i else 0, hp=hp),
+        gradient_clipping=bool(aux_b[4]) if len(aux_b) > 4 else False,
+        max_gradient=float(aux_f[1]) if len(aux_f) > 1 else 0.0,
+        total_unique_indices=int(a.get("total_unique_indices", 0) or 0),
+        total_hash_size=int(hp.get("total_hash_size", 0)),
+    )
+
+
+def lookup_forward_only(call: LookupCall) -> torch.Tensor:
+    """Forward without saving anything for a backward (PrivateUse1 kernel)."""
+    out, _ = tbe_forward(
+        call.op, call.plan(), call.weights, call.indices, call.offsets, call.pooling_mode,
+        call.indice_weights, call.output_dtype, call.vbe, for_backward=False,
+    )  # fmt: skip
+    return out
+
+
+class SplitLookupFunction(torch.autograd.Function):
+    """Forward: the lookup.  Backward: the fused optimizer step, in place."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        placeholder: torch.Tensor,
+        indice_weights: torch.Tensor | None,
+        dev_weights: torch.Tensor | None,
+        call: LookupCall,
+    ) -> torch.Tensor:
+        plan = call.plan()
+        out, state = tbe_forward(
+            call.op, plan, call.weights, call.indices, call.offsets, call.pooling_mode,
+            indice_weights, call.output_dtype, call.vbe, for_backward=True,
+        )  # fmt: skip
+        ctx.call = call
+        ctx.plan = plan
+        ctx.state = state
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        call: LookupCall = ctx.call
+        grads = run_backward(call, ctx.plan, ctx.state, grad_output, ctx.needs_input_grad[1])
+        ctx.call = ctx.plan = ctx.state = None  # free the index matrices now
+        return None, grads[0], grads[1], None
+
+
+def run_lookup(call: LookupCall, placeholder: torch.Tensor) -> torch.Tensor:
+    """Autograd entry: the lookup bound to our backward."""
+    return SplitLookupFunction.apply(placeholder, call.indice_weights, call.dev_weights_param, call)
+
+
+def _indice_weights_grad(
+    call: LookupCall, plan: TbePlan, state: ForwardState, grad_output: torch.Tensor
+) -> torch.Tensor:
+    """``d out / d w_i = <grad rows of bag(i), table row of i>`` (/ bag length for MEAN), for
+    features with ``feature_requires_grad`` (all when it is None); from the rows before update."""
+    L = call.indices.numel()
+    grad = torch.zeros(L, dtype=torch.float32, device=grad_output.device)
+    for cls, mat in zip(plan.classes, state.mats, strict=True):
+        rows = grad_rows_unsorted(plan, cls, mat, grad_output, state, call.pooling_mode, call.vbe)
+        w = class_view(call.weights, cls.D, cls.w_residue).index_select(0, mat[0])
+        dot = (rows.to(torch.float32) * w.to(torch.float32)).sum(1)
+        grad = torch.where(mat[1] > 0, dot, grad)
+    if call.pooling_mode == POOLING_MEAN:
+        lengths = (call.offsets[1:] - call.offsets[:-1]).clamp_(min=1)
+        grad = grad / lengths.index_select(0, state.bag.clamp(max=max(lengths.numel() - 1, 0)))
+    if call.feature_requires_grad is not None:
+        frg = torch.cat(
+            [call.feature_requires_grad.reshape(-1), call.feature_requires_grad.new_zeros(1)]
+        )
+        grad = grad * frg.index_select(0, state.t).to(grad.dtype)
+    return grad
+
+
+def run_backward(
+    call: LookupCall,
+    plan: TbePlan,
+    state: ForwardState,
+    grad_output: torch.Tensor,
+    need_indice_weights_grad: bool,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """De-duplicate, apply the optimizer in place; returns (indice_weights grad, weights grad)."""
+    with torch.no_grad():
+        iw_grad = None
+        if need_indice_weights_grad and call.indice_weights is not None:
+            iw_grad = _indice_weights_grad(call, plan, state, grad_output)
+        if call.optimizer == "none":
+            return iw_grad, _none_grad(call, plan, state, grad_output)
+        spec = OPTIMIZERS[call.optimizer]
+        rowwise = [r for _, r in spec.states]
+        for c_i, (cls, mat) in enumerate(zip(plan.classes, state.mats, strict=True)):
+            slots = aggregate_class(
+                plan, cls, mat, grad_output, state, call.offsets, call.pooling_mode,
+                call.indice_weights, call.vbe, call.gradient_clipping, call.max_gradient,
+            )  # fmt: skip
+            w_view = class_view(call.weights, cls.D, cls.w_residue)
+            w_rows = slots.index[0]
+            w_old = w_view.index_select(0, w_rows)
+            s_views, s_rows, s_old = [], [], []
+            for s, ((buf, _), rw) in enumerate(zip(call.states, rowwise, strict=False)):
+                view = buf if rw else class_view(buf, cls.D, cls.state_residues[s])
+                rows = slots.index[3 + s]
+                s_views.append(view)
+                s_rows.append(rows)
+                s_old.append(view.index_select(0, rows))
+            w_new, s_new = spec.step(
+                slots.agg, w_old.to(torch.float32), [x.to(torch.float32) for x in s_old], call.step
+            )
+            write_rows(w_view, w_rows, w_old, w_new, slots.valid)
+            for view, rows, old, new in zip(s_views, s_rows, s_old, s_new, strict=True):
+                write_rows(view, rows, old, new, slots.valid)
+            del c_i
+        return iw_grad, None
+
+
+def _none_grad(
+    call: LookupCall, plan: TbePlan, state: ForwardState, grad_output: torch.Tensor
+) -> torch.Tensor:
+    """The ``none`` optimizer: the weights' gradient, upstream's sparse COO layout."""
+    if len(plan.classes) != 1:
+        raise RuntimeError(f"{call.op}: the none optimizer needs one embedding dim (no mixed D)")
+    cls, mat = plan.classes[0], state.mats[0]
+    slots = aggregate_class(
+        plan, cls, mat, grad_output, state, call.offsets, call.pooling_mode, call.indice_weights,
+        call.vbe, call.gradient_clipping, call.max_gradient,
+    )  # fmt: skip
+    n = call.total_unique_indices
+    rows = slots.index[0][:n]
+    values = slots.agg[:n].to(call.weights.dtype)
+    size = (call.total_hash_size, call.max_D)
+    try:
+        return torch.sparse_coo_tensor(rows[None, :], values, size)
+    except NotImplementedError:
+        # A backend without sparse tensors (the simulator): the same gradient, dense.
+        dense = values.new_zeros(size)
+        return dense.index_put_((rows,), values, accumulate=True)
+
+
+__all__ += ["POOLING_NONE", "run_backward", "op_name"]

@@ -1,0 +1,320 @@
+"""The fused optimizers of the TBE backward, as tensor programs over de-duplicated rows.
+
+Each optimizer maps, for the ``L`` run slots of one table class, the aggregated gradient ``g``
+(``[L, D]`` fp32), the current rows ``w`` (``[L, D]`` fp32) and its state rows (``[L]`` for a
+rowwise state, ``[L, D]`` otherwise, fp32) to new rows and new states.  The math follows
+upstream's optimizer descriptions (``fbgemm_gpu/codegen/genscript/optimizers.py``): the CPU
+kernel where upstream has one, else the CUDA kernel (users arrive from CUDA; ``max_norm`` of
+rowwise AdaGrad is CUDA-only upstream and is applied here).  Half-precision weights are updated
+in fp32 and rounded to nearest when written back (upstream's CUDA kernels may round
+stochastically; ``stochastic_rounding`` is accepted and ignored).
+
+``lr`` is a Python float when upstream's ``learning_rate_tensor`` lives on the host (its
+default) and a 0-D device tensor otherwise.  Launch counts per optimizer are listed in
+:data:`LAUNCHES` (per class; the gathers and write-backs are counted by the caller).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = ["LAUNCHES", "OPTIMIZERS", "OptimizerSpec", "StepArgs"]
+
+Tensor = torch.Tensor
+Scalar = float | Tensor
+
+
+@dataclass
+class StepArgs:
+    """Hyper-parameters of one step, named as upstream's invoker names them."""
+
+    lr: Scalar = 0.0
+    iter: int = 0
+    hp: dict[str, float] = field(default_factory=dict)
+
+    def get(self, name: str, default: float = 0.0) -> float:
+        return self.hp.get(name, default)
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """States (name, rowwise) in the pt2 op's argument order, and the step function."""
+
+    states: tuple[tuple[str, bool], ...]
+    step: Callable[[Tensor, Tensor, list[Tensor], StepArgs], tuple[Tensor, list[Tensor]]]
+
+
+def _sq_mean(g: Tensor) -> Tensor:
+    return (g * g).mean(1)
+
+
+def _norm(x: Tensor) -> Tensor:
+    return torch.linalg.vector_norm(x, dim=1)
+
+
+def sgd(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor, list[Tensor]]:
+    """``w - lr * g`` (1 launch; 2 with a device lr)."""
+    if isinstance(a.lr, Tensor):
+        return w - a.lr * g, []
+    return torch.add(w, g, alpha=-a.lr), []
+
+
+def adagrad(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor, list[Tensor]]:
+    """``m += g^2; w -= lr * g / (sqrt(m) + eps)`` elementwise (4 launches)."""
+    m = torch.addcmul(states[0], g, g)
+    denom = m.sqrt().add_(a.get("eps"))
+    if isinstance(a.lr, Tensor):
+        return w - a.lr * g / denom, [m]
+    return torch.addcdiv(w, g, denom, value=-a.lr), [m]
+
+
+def rowwise_adagrad(
+    g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs
+) -> tuple[Tensor, list[Tensor]]:
+    """Rowwise AdaGrad with weight decay modes 0 (none), 1 (L2), 2 / 5 (decoupled) and CUDA's
+    ``max_norm`` row clipping:
+
+    ``gg = g + wd * w`` (L2 only), ``m += mean(gg^2)``, ``mult = lr / (sqrt(m) + eps)``,
+    ``w = corr * w - mult * g`` with ``corr = 1 - mult * wd`` (L2), ``1 - lr * wd``
+    (decoupled) or 1; then rows with ``||w|| > max_norm > 0`` are scaled to norm ``max_norm``.
+    Launches: 8 (+1..3 for L2 / decoupled decay, +4 for max_norm).
+    """
+    wd = a.get("weight_decay")
+    mode = int(a.get("weight_decay_mode"))
+    gg = torch.add(g, w, alpha=wd) if mode == 1 and wd != 0.0 else g
+    m = states[0] + _sq_mean(gg)
+    mult = a.lr / m.sqrt().add_(a.get("eps"))
+    upd = mult[:, None] * g
+    if mode == 1 and wd != 0.0:
+        w_new = torch.addcmul(-upd, w, (1.0 - mult * wd)[:, None])
+    elif mode in (2, 5) and wd != 0.0:
+        w_new = torch.sub(w * (1.0 - a.lr * wd), upd)
+    else:
+        w_new = w - upd
+    max_norm = a.get("max_norm")
+    if max_norm > 0.0:
+        factor = (max_norm / _norm(w_new)).clamp_(max=1.0)
+        w_new = w_new * factor[:, None]
+    return w_new, [m]
+
+
+def rowwise_adagrad_with_counter(
+    g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs
+) -> tuple[Tensor, list[Tensor]]:
+    """Rowwise AdaGrad with counter-based regularization (mode 3) or CowClip (mode 4).
+
+    States: ``momentum1``, ``prev_iter``, ``row_counter`` (all rowwise).  Follows upstream's CPU
+    kernel line by line: counter decay by ``counter_halflife``, learning-rate adjustment by
+    ``learning_rate_mode`` for rows above the tail-id threshold, the weight-decay correction of
+    ``weight_decay_mode`` (1 L2, 2 decoupled, 3 AdagradW with lazy decay), CowClip's
+    per-row gradient clipping.  Launches: about 20-30 depending on the modes.
+    """
+    m, prev, rc = states
+    it = float(a.iter)
+    halflife = a.get("counter_halflife", -1)
+    adj_iter = a.get("adjustment_iter", -1)
+    ub = a.get("adjustment_ub", 1.0)
+    lr_mode = int(a.get("learning_rate_mode", -1))
+    wd_mode = int(a.get("weight_decay_mode", 1))
+    max_counter = a.get("max_counter")
+    thr = a.get("tail_id_threshold")
+    if int(a.get("is_tail_id_thresh_ratio")) == 1:
+        thr = math.floor(thr * max_counter)
+    reg = int(a.get("regularization_mode"))
+    wd = a.get("weight_decay")
+    eps = a.get("eps")
+    lr = a.lr
+
+    gap = torch.where(prev == 0, 1.0, it - prev)
+    if halflife > 0:
+        rc_new = 1.0 + torch.exp(gap * (-math.log(2.0) / halflife)) * rc
+    elif halflife == 0:
+        rc_new = torch.ones_like(rc)
+    else:
+        rc_new = rc + 1.0
+    freq = halflife / rc_new
+    gg = torch.add(g, w, alpha=wd) if wd_mode == 1 else g
+    g_sum_sq = (gg * gg).sum(1)
+    m_new = m + g_sum_sq / g.size(1)
+    denom = m_new.sqrt().add_(eps)
+    mult = lr / denom
+    enabled = adj_iter <= 0 or it > adj_iter
+    adj = torch.zeros_like(mult)
+    if reg == 3:
+        adj = mult
+        if lr_mode >= 0 and enabled:
+            if lr_mode == 0:
+                f = torch.pow(max_counter / (rc_new + 1.0), ub).clamp_(max=10.0).clamp_(min=1.0)
+                cand = mult * f
+            elif lr_mode == 1:
+                f = torch.pow((rc_new + 1.0) / max_counter, ub).clamp_(min=0.1).clamp_(max=1.0)
+                cand = mult * f
+            else:
+                cand = lr / (torch.sqrt(ub * rc_new) + eps)
+            adj = torch.where(rc_new > thr, cand, mult)
+    elif reg == 4:
+        w_sum_sq = (w * w).sum(1)
+        clip = rc_new * torch.clamp(a.get("weight_norm_coefficient") * w_sum_sq.sqrt(),
+                                    min=a.get("lower_bound"))  # fmt: skip
+        adj = torch.clamp(clip / g_sum_sq.sqrt(), max=1.0) * mult
+    erc: Scalar = 1.0
+    if reg == 3 and enabled:
+        if wd_mode == 3:
+            if halflife == -1:
+                adj = mult * rc_new.sqrt()
+            elif halflife == -2:
+                adj = torch.clamp(lr * rc_new, max=ub) / denom
+            base = 1.0 - wd * lr
+            lazy = torch.clamp(gap, max=it - adj_iter) - 1.0
+            lazy_mult = torch.pow(base, lazy) if not isinstance(base, Tensor) else base**lazy
+            adj = adj * lazy_mult
+            erc = base * lazy_mult
+        elif wd_mode == 2:
+            erc = 1.0 - freq * (wd * lr)
+        elif wd_mode == 1:
+            erc = 1.0 - freq * wd * mult
+    elif reg == 4:
+        if wd_mode == 2:
+            erc = 1.0 - wd * lr
+        elif wd_mode == 1:
+            erc = 1.0 - wd * adj
+    w_erc = w * (erc[:, None] if isinstance(erc, Tensor) and erc.dim() == 1 else erc)
+    w_new = w_erc - adj[:, None] * g
+    prev_new = torch.full_like(prev, it)
+    return w_new, [m_new, prev_new, rc_new]
+
+
+def rowwise_rmsprop_ar(
+    g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs
+) -> tuple[Tensor, list[Tensor]]:
+    """Rowwise RMSprop with adaptive regularization (states ``momentum1``, ``prev_iter``):
+    ``v = b v + (1 - b) mean(g^2)``, ``mult = lr / (sqrt(v) + eps)``, ``gap = iter - prev``
+    (1 on first touch), ``lam = clamp(lr * ar_alpha * gap, 0, 1)``,
+    ``w = max(min_shrinkage, 1 - lam) * w - mult * g``, ``prev = iter``.  Launches: about 14.
+    """
+    m, prev = states
+    it = float(a.iter)
+    beta = a.get("ema_beta", 0.99)
+    v = torch.add(m * beta, _sq_mean(g), alpha=1.0 - beta)
+    mult = a.lr / v.sqrt().add_(a.get("eps"))
+    gap = torch.where(prev == 0, 1.0, it - prev)
+    lam = (a.lr * a.get("ar_alpha") * gap).clamp_(min=0.0, max=1.0)
+    erc = (1.0 - lam).clamp_(min=a.get("min_shrinkage", 0.1))
+    w_new = w * erc[:, None] - mult[:, None] * g
+    return w_new, [v, torch.full_like(prev, it)]
+
+
+def _adam_moments(g: Tensor, m1: Tensor, b1: float) -> Tensor:
+    return torch.add(m1 * b1, g, alpha=1.0 - b1)
+
+
+def adam(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor, list[Tensor]]:
+    """Adam (CUDA kernel): ``m1 = b1 m1 + (1 - b1) g``, ``m2 = b2 m2 + (1 - b2) g^2``,
+    ``w -= lr * (m1 / (1 - b1^k) / (sqrt(m2 / (1 - b2^k)) + eps) + wd * w)`` with ``k = iter``,
+    or, with ``use_rowwise_bias_correction``, ``k = ++row_counter`` per row (third state).
+    Launches: about 12."""
+    b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
+    m1 = _adam_moments(g, states[0], b1)
+    m2 = torch.addcmul(states[1] * b2, g, g, value=1.0 - b2)
+    new_states = [m1, m2]
+    if len(states) > 2:
+        k = states[2] + 1.0
+        c1 = 1.0 - torch.pow(b1, k)[:, None]
+        c2 = 1.0 - torch.pow(b2, k)[:, None]
+        new_states.append(k)
+        upd = m1 / c1 / ((m2 / c2).sqrt() + eps)
+    else:
+        c1, c2 = 1.0 - b1**a.iter, 1.0 - b2**a.iter
+        upd = m1 / c1 / ((m2 / c2).sqrt() + eps)
+    upd = torch.add(upd, w, alpha=wd) if wd != 0.0 else upd
+    return w - a.lr * upd, new_states
+
+
+def partial_rowwise_adam(
+    g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs
+) -> tuple[Tensor, list[Tensor]]:
+    """Adam with a rowwise second moment: ``v = b2 v + (1 - b2) mean(g^2)`` (state 2 rowwise),
+    ``w -= lr * (m1 / (1 - b1^k) / (sqrt(v / (1 - b2^k)) + eps) + wd * w)``.  Launches: ~11."""
+    b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
+    m1 = _adam_moments(g, states[0], b1)
+    v = torch.add(states[1] * b2, _sq_mean(g), alpha=1.0 - b2)
+    c1, c2 = 1.0 - b1**a.iter, 1.0 - b2**a.iter
+    denom = (v / c2).sqrt().add_(eps)
+    upd = m1 / c1 / denom[:, None]
+    upd = torch.add(upd, w, alpha=wd) if wd != 0.0 else upd
+    return w - a.lr * upd, [m1, v]
+
+
+def _lamb_apply(w: Tensor, r: Tensor, lr: Scalar) -> Tensor:
+    ratio = _norm(w) / _norm(r)
+    return w - (lr * ratio)[:, None] * r
+
+
+def lamb(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor, list[Tensor]]:
+    """LAMB (CUDA kernel): Adam moments, ``r = m1_hat / (sqrt(m2_hat) + eps) + wd * w``,
+    ``w -= lr * (||w|| / ||r||) * r`` per row.  Launches: about 14."""
+    b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
+    m1 = _adam_moments(g, states[0], b1)
+    m2 = torch.addcmul(states[1] * b2, g, g, value=1.0 - b2)
+    c1, c2 = 1.0 - b1**a.iter, 1.0 - b2**a.iter
+    r = (m1 / c1) / ((m2 / c2).sqrt().add_(eps))
+    r = torch.add(r, w, alpha=wd)
+    return _lamb_apply(w, r, a.lr), [m1, m2]
+
+
+def partial_rowwise_lamb(
+    g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs
+) -> tuple[Tensor, list[Tensor]]:
+    """LAMB with a rowwise second moment (state 2 rowwise): ``m2 = b2 m2 + (1 - b2) mean(g^2)``,
+    ``r = m1 / (1 - b1^k) / (sqrt(m2 / (1 - b2^k)) + eps) + wd * w``, then LAMB's trust ratio.
+    Launches: about 14."""
+    b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
+    m2 = torch.add(states[1] * b2, _sq_mean(g), alpha=1.0 - b2)
+    c1, c2 = 1.0 - b1**a.iter, 1.0 - b2**a.iter
+    m2_hat = torch.reciprocal((m2 / c2).sqrt().add_(eps))
+    m1 = _adam_moments(g, states[0], b1)
+    r = torch.add((m1 / c1) * m2_hat[:, None], w, alpha=wd)
+    return _lamb_apply(w, r, a.lr), [m1, m2]
+
+
+def lars_sgd(
+    g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs
+) -> tuple[Tensor, list[Tensor]]:
+    """LARS-SGD (CUDA kernel): ``lr' = lr * eta * ||w|| / (||g|| + wd * ||w||)`` per row,
+    ``m = momentum * m + lr' * (g + wd * w)``, ``w -= m``.  Launches: about 10."""
+    eta, mom, wd = a.get("eta"), a.get("momentum"), a.get("weight_decay")
+    wn = _norm(w)
+    gn = _norm(g)
+    adj_lr = a.lr * eta * wn / torch.add(gn, wn, alpha=wd)
+    m = torch.addcmul(states[0] * mom, adj_lr[:, None], torch.add(g, w, alpha=wd))
+    return w - m, [m]
+
+
+OPTIMIZERS: dict[str, OptimizerSpec] = {
+    "sgd": OptimizerSpec((), sgd),
+    "adagrad": OptimizerSpec((("momentum1", False),), adagrad),
+    "rowwise_adagrad": OptimizerSpec((("momentum1", True),), rowwise_adagrad),
+    "rowwise_adagrad_with_counter": OptimizerSpec(
+        (("momentum1", True), ("prev_iter", True), ("row_counter", True)),
+        rowwise_adagrad_with_counter,
+    ),
+    "rowwise_rmsprop_ar": OptimizerSpec(
+        (("momentum1", True), ("prev_iter", True)), rowwise_rmsprop_ar
+    ),
+    "adam": OptimizerSpec((("momentum1", False), ("momentum2", False)), adam),
+    "partial_rowwise_adam": OptimizerSpec(
+        (("momentum1", False), ("momentum2", True)), partial_rowwise_adam
+    ),
+    "lamb": OptimizerSpec((("momentum1", False), ("momentum2", False)), lamb),
+    "partial_rowwise_lamb": OptimizerSpec(
+        (("momentum1", False), ("momentum2", True)), partial_rowwise_lamb
+    ),
+    "lars_sgd": OptimizerSpec((("momentum1", False),), lars_sgd),
+}
+
+# Launches of the step function alone, measured on the simulator with the default modes.
+LAUNCHES: dict[str, int] = {}
