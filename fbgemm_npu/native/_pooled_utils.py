@@ -1,0 +1,299 @@
+"""Index plans shared by the pooled-embedding kernels (``pooled.py``).
+
+Every op of the family is a column permutation: output column ``c`` copies input column
+``src[c]`` of the inputs concatenated along dim 1.  The kernels differ only in how they learn
+``src``:
+
+* from ``keys`` / ``lengths`` / ``groups`` (host lists): :func:`kt_rows` builds upstream's
+  ``permutes`` rows on the host and :func:`host_src` turns them into ``src``, validating on the
+  host with exact error messages; no device work except uploading ``src``;
+* from a ``permutes`` tensor on the device: :func:`device_src` derives ``src`` with a fixed
+  number of launches and validates it with one ``_assert_async`` (``check_on_device``).
+
+A derived plan is memoised on the tensor it came from (:func:`memo_get` / :func:`memo_put`),
+keyed by the host-known sizes and invalidated by the tensor's version counter, so a module that
+holds its ``permutes`` (torchrec's ``KTRegroupAsDict``, ``PermutePooledEmbeddings``) pays for the
+plan once; later calls launch only the gather.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import torch
+
+from fbgemm_npu.native._checks import check_on_device, validation_enabled
+
+__all__ = [
+    "apply_src",
+    "device_src",
+    "host_src",
+    "kt_rows",
+    "memo_get",
+    "memo_put",
+    "scatter_src",
+    "upload",
+]
+
+_MEMO_ATTR = "_fbgemm_npu_plans"
+_MEMO_MAX = 8  # plans kept per tensor; a tensor rarely meets more than one or two size sets
+PERMUTE_COLUMNS = 6  # in_tensor, out_tensor, in_offset, out_offset, length, next
+
+
+def _version(t: torch.Tensor) -> int | None:
+    try:
+        return t._version
+    except RuntimeError:  # inference tensors have no version counter: never memoise them
+        return None
+
+
+def memo_get(owner: torch.Tensor, key: Hashable, deps: Sequence[torch.Tensor] = ()) -> Any:
+    """The plan memoised on ``owner`` under ``key``, or ``None`` if absent or stale.
+
+    Stale: ``owner`` or one of ``deps`` (the other tensors the plan was derived from) was
+    modified in place since, or a dep is another tensor object than it was.
+    """
+    plans = getattr(owner, _MEMO_ATTR, None)
+    entry = None if plans is None else plans.get(key)
+    if entry is None:
+        return None
+    version, dep_refs, value = entry
+    if version is None or version != _version(owner) or len(dep_refs) != len(deps):
+        return None
+    for (ref, dep_version), dep in zip(dep_refs, deps, strict=True):
+        if ref() is not dep or dep_version != _version(dep):
+            return None
+    return value
+
+
+def memo_put(
+    owner: torch.Tensor, key: Hashable, value: Any, deps: Sequence[torch.Tensor] = ()
+) -> None:
+    """Memoise ``value`` on ``owner`` (see :func:`memo_get`); a no-op for inference tensors."""
+    version = _version(owner)
+    if version is None or any(_version(d) is None for d in deps):
+        return
+    plans = getattr(owner, _MEMO_ATTR, None)
+    if plans is None:
+        plans = {}
+        setattr(owner, _MEMO_ATTR, plans)
+    if len(plans) >= _MEMO_MAX and key not in plans:
+        plans.pop(next(iter(plans)))
+    plans[key] = (version, tuple((weakref.ref(d), _version(d)) for d in deps), value)
+
+
+def upload(values: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Copy a host tensor to ``device``: one host-to-device copy, counted as one launch."""
+    return values.to(device)
+
+
+def kt_rows(
+    op: str,
+    keys: Sequence[Sequence[str]],
+    lengths: Sequence[Sequence[int]],
+    groups: Sequence[Sequence[str]],
+) -> tuple[list[list[int]], list[int], list[int]]:
+    """Upstream's ``kt_regroup_arguments`` on the host: ``(rows, in_lengths, out_lengths)``.
+
+    One row per key of ``groups`` (group by group): ``[in_tensor, out_tensor, in_offset,
+    out_offset, length, next]``.  ``next`` links the appearances of a key that is used more than
+    once (upstream's backward uses it): 0 for a key used once; for a repeated key the first row
+    holds the index of the second (positive), each later row ``-index`` of the following one and
+    the last ``-len(rows)``.  A key listed twice in ``keys`` keeps its first position, as
+    upstream's lookup table does; ``keys[i]`` beyond ``len(lengths[i])`` are not known.
+    """
+    if len(lengths) != len(keys):
+        raise ValueError(
+            f"{op}: argument 'lengths' must have one list per list of 'keys' "
+            f"({len(keys)}), got {len(lengths)}"
+        )
+    lookup: dict[str, tuple[int, int, int]] = {}
+    in_lengths = []
+    for i, (names, sizes) in enumerate(zip(keys, lengths, strict=True)):
+        if len(sizes) > len(names):
+            raise ValueError(
+                f"{op}: argument 'lengths[{i}]' has {len(sizes)} entries but 'keys[{i}]' "
+                f"names only {len(names)} keys"
+            )
+        offset = 0
+        for name, size in zip(names, sizes, strict=False):
+            lookup.setdefault(name, (i, int(size), offset))
+            offset += int(size)
+        in_lengths.append(offset)
+    rows: list[list[int]] = []
+    out_lengths = []
+    last_seen: dict[str, int] = {}
+    n_rows = sum(len(g) for g in groups)
+    for o, group in enumerate(groups):
+        out_offset = 0
+        for name in group:
+            if name not in lookup:
+                raise ValueError(f"{op}: argument 'groups[{o}]' names key {name!r}, not in keys")
+            i, size, in_offset = lookup[name]
+            row = [i, o, in_offset, out_offset, size, 0]
+            prev = last_seen.get(name)
+            if prev is not None:
+                row[5] = -n_rows
+                rows[abs(prev)][5] = len(rows) if prev >= 0 else -len(rows)
+                last_seen[name] = -len(rows)
+            else:
+                last_seen[name] = len(rows)
+            rows.append(row)
+            out_offset += size
+        out_lengths.append(out_offset)
+    return rows, in_lengths, out_lengths
+
+
+def _cum(sizes: Sequence[int]) -> list[int]:
+    out, acc = [], 0
+    for s in sizes:
+        out.append(acc)
+        acc += s
+    return out
+
+
+def host_src(
+    op: str,
+    rows: torch.Tensor,
+    in_widths: Sequence[int],
+    out_widths: Sequence[int],
+    arg: str = "permutes",
+) -> torch.Tensor:
+    """``src`` (int64, host) of a ``(P, 6)`` host ``rows`` tensor; raises on invalid rows.
+
+    Valid rows copy inside their input (``0 <= in_offset``, ``in_offset + length <=
+    in_widths[in_tensor]``) and tile every output in row order, as ``kt_regroup_arguments``
+    makes them: row ``r`` fills global output columns ``[sum(length[:r]), sum(length[:r+1]))``,
+    which must be ``out_offset`` onwards of output ``out_tensor``, and the rows fill all
+    ``sum(out_widths)`` columns.  Upstream reads out of bounds or leaves garbage there.  ``arg``
+    names the argument the rows came from in error messages.
+    """
+    rows = rows.to(torch.int64)
+    n_in, n_out = len(in_widths), len(out_widths)
+    it, ot, io, oo, ln = (rows[:, k] for k in range(5))
+    in_cum = torch.tensor([*_cum(in_widths), 0], dtype=torch.int64)
+    in_w = torch.tensor([*in_widths, -1], dtype=torch.int64)
+    out_cum = torch.tensor([*_cum(out_widths), 0], dtype=torch.int64)
+    out_w = torch.tensor([*out_widths, -1], dtype=torch.int64)
+    it_c = torch.where((it >= 0) & (it < n_in), it, n_in)  # out of range: a width of -1 fails
+    ot_c = torch.where((ot >= 0) & (ot < n_out), ot, n_out)
+    ends = torch.cumsum(ln, 0)
+    total = sum(out_widths)
+    checks = [
+        ((io < 0) | (oo < 0) | (ln < 0), "has a negative offset or length"),
+        (io + ln > in_w[it_c], "reads outside its input tensor (or names no input)"),
+        (oo + ln > out_w[ot_c], "writes outside its output tensor (or names no output)"),
+        (out_cum[ot_c] + oo + ln != ends, "does not continue where the previous row ended"),
+    ]
+    for bad, what in checks:
+        if bool(bad.any()):
+            r = int(bad.nonzero()[0, 0])
+            raise ValueError(
+                f"{op}: argument '{arg}' gives row {r} {rows[r].tolist()} of permutes, which "
+                f"{what}; inputs have "
+                f"widths {list(in_widths)}, outputs {list(out_widths)}"
+            )
+    filled = int(ends[-1]) if len(ends) else 0
+    if filled != total:
+        raise ValueError(
+            f"{op}: argument 'out_lengths' {list(out_widths)} asks for {total} columns but "
+            f"'permutes' fills {filled}"
+        )
+    start = in_cum[it_c] + io - (ends - ln)
+    return torch.repeat_interleave(start, ln, output_size=total) + torch.arange(total)
+
+
+def device_src(
+    op: str, permutes: torch.Tensor, in_widths: Sequence[int], out_widths: Sequence[int]
+) -> torch.Tensor:
+    """``src`` of a ``(P, 6)`` int32 ``permutes`` tensor on the device, with no host sync.
+
+    Same validity rules as :func:`host_src`, checked with one ``_assert_async``.  Math, per row
+    ``r``: global input start ``gi = in_cum[in_tensor] + in_offset``, global output start
+    ``go = out_cum[out_tensor] + out_offset``; rows tile the output in order, so the row of
+    output column ``c`` is ``repeat_interleave(length)[c]`` and ``src[c] = c + gi - go``.  The
+    bounds of each row come from one ``index_select`` in a host table ``(n, 2, 2)``: for tensor id
+    ``k``, ``[k, 0] = [in_cum, in_cum + width]`` and ``[k, 1]`` the same for outputs; ids out of
+    range are clamped onto a padding row whose interval is empty, which fails the check.
+
+    Launches: 9 (upload the table, clamp ids, index_select, starts, start difference,
+    repeat_interleave, arange, index_select, add) + 8 for the checks (ends, cumsum, four
+    comparisons into one bool buffer, ``all``, ``_assert_async``).  Syncs: 0.
+    """
+    device = permutes.device
+    n_rows = permutes.size(0)
+    n_in, n_out = len(in_widths), len(out_widths)
+    total = sum(out_widths)
+    n_ids = max(n_in, n_out) + 1
+    table = torch.zeros((n_ids, 2, 2), dtype=torch.int64)
+    table[:, :, 0] = 1  # padding: the empty interval [1, 0)
+    table[:n_in, 0, 0] = torch.tensor(_cum(in_widths), dtype=torch.int64)
+    table[:n_in, 0, 1] = table[:n_in, 0, 0] + torch.tensor(list(in_widths), dtype=torch.int64)
+    table[:n_out, 1, 0] = torch.tensor(_cum(out_widths), dtype=torch.int64)
+    table[:n_out, 1, 1] = table[:n_out, 1, 0] + torch.tensor(list(out_widths), dtype=torch.int64)
+    table = upload(table, device)
+    ids = permutes[:, 0:2].clamp(0, n_ids - 1)  # safe to index with; bad ids fail the check
+    picked = table.index_select(0, ids.reshape(-1)).view(n_rows, 2, 2, 2)
+    # picked[r, a, b] = table[ids[r, a], b]: keep a == b (input ids read the input half)
+    bounds = picked.diagonal(dim1=1, dim2=2).transpose(1, 2)  # (P, 2, 2): [r, in/out, lo/hi]
+    starts = bounds[:, :, 0] + permutes[:, 2:4]  # (P, 2): global input / output start
+    if validation_enabled():
+        ends = starts + permutes[:, 4:5]
+        filled = torch.cumsum(permutes[:, 4], 0)
+        ok = torch.empty(8 * n_rows + 1, dtype=torch.bool, device=device)
+        torch.ge(permutes[:, 0:5], 0, out=ok[: 5 * n_rows].view(n_rows, 5))
+        torch.le(ends, bounds[:, :, 1], out=ok[5 * n_rows : 7 * n_rows].view(n_rows, 2))
+        torch.eq(ends[:, 1], filled, out=ok[7 * n_rows : 8 * n_rows])
+        if n_rows:
+            torch.eq(filled[-1:], total, out=ok[8 * n_rows :])
+        else:
+            ok[8 * n_rows :].fill_(total == 0)
+        check_on_device(
+            op,
+            ok.all(),
+            "argument 'permutes' must copy inside the inputs and tile every output of "
+            "'out_lengths' in row order, as kt_regroup_arguments makes it",
+        )
+    delta = starts[:, 0] - starts[:, 1]
+    row_of = torch.repeat_interleave(permutes[:, 4], output_size=total)
+    return torch.arange(total, device=device) + delta.index_select(0, row_of)
+
+
+def apply_src(
+    inputs: Sequence[torch.Tensor], src: torch.Tensor, out_widths: Sequence[int]
+) -> list[torch.Tensor]:
+    """Outputs of widths ``out_widths``: column ``c`` of their concatenation is column
+    ``src[c]`` of the inputs' concatenation.  Each output is a fresh contiguous tensor.
+
+    Launches: 1 ``cat`` (none for one input), 1 ``index_select``, 1 ``split_with_sizes_copy``
+    (none for one output): 3 at most.
+    """
+    x = inputs[0] if len(inputs) == 1 else torch.cat(list(inputs), dim=1)
+    gathered = x.index_select(1, src)
+    return _split(gathered, out_widths)
+
+
+def scatter_src(
+    grads: Sequence[torch.Tensor], src: torch.Tensor, in_widths: Sequence[int], batch: int
+) -> list[torch.Tensor]:
+    """The adjoint of :func:`apply_src`: input column ``src[c]`` accumulates output column
+    ``c`` (in column order, as upstream's backward does); columns no output reads get 0.
+
+    Launches: 1 ``cat`` (none for one grad), 1 ``zeros``, 1 ``index_add``, 1
+    ``split_with_sizes_copy`` (none for one input): 4 at most.
+    """
+    g = grads[0] if len(grads) == 1 else torch.cat(list(grads), dim=1)
+    acc = g.new_zeros((batch, sum(in_widths)))
+    acc = torch.index_add(acc, 1, src, g)
+    return _split(acc, in_widths)
+
+
+def _split(t: torch.Tensor, widths: Sequence[int]) -> list[torch.Tensor]:
+    if len(widths) == 1:
+        return [t]
+    outs = [t.new_empty((t.size(0), w)) for w in widths]
+    if outs:
+        torch.split_with_sizes_copy(t, list(widths), dim=1, out=outs)
+    return outs

@@ -1,0 +1,136 @@
+"""Gather pooled embeddings from several npu devices onto one: ``fbgemm::merge_pooled_embeddings``,
+``fbgemm::all_to_one_device``, ``fbgemm::sum_reduce_to_one``.
+
+Upstream's CUDA kernels move tensors between the GPUs of one host (peer-to-peer copies on each
+source device's stream) and its CPU kernels are the single-device case; here the inputs may sit
+on ``npu:0`` and ``npu:1`` and the moves are ``Tensor.to(target)`` copies, which the device runtime
+orders like any other kernel (no host sync).  A ``target_device`` without an index (``"npu"``)
+means the current npu device, as upstream's CUDA ``merge_pooled_embeddings`` reads it.
+
+Semantics follow upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0), measured:
+
+* ``merge_pooled_embeddings``: ``torch.cat(pooled_embeddings, cat_dim)`` into a tensor of the
+  first input's dtype (float32 when every input is empty, upstream's ``at::empty({0})``), then
+  moved to ``target_device``; ``uncat_dim_size`` is not read (upstream's CPU kernel ignores it;
+  its CUDA kernel checks it only when the inputs span devices).
+* ``all_to_one_device``: each input on ``target_device`` (inputs already there are returned
+  as they are, as upstream's CUDA kernel does; its CPU kernel returns every input unchanged).
+* ``sum_reduce_to_one``: the sum of the inputs, on ``target_device``, in the first input's dtype
+  and shape (``add_`` semantics: later inputs broadcast to it); the inputs are not modified
+  (upstream's CUDA kernel accumulates into them in place).  The sum starts from a copy of the
+  first input, upstream's CPU kernel from zeros: only the sign of a zero sum can differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from fbgemm_npu.native._checks import check_tensor
+
+__all__ = [
+    "KERNELS",
+    "all_to_one_device_npu",
+    "merge_pooled_embeddings_npu",
+    "sum_reduce_to_one_npu",
+]
+
+_MERGE = "fbgemm::merge_pooled_embeddings"
+_ALL_TO_ONE = "fbgemm::all_to_one_device"
+_SUM_REDUCE = "fbgemm::sum_reduce_to_one"
+
+
+def _npu_type() -> str:
+    return torch._C._get_privateuse1_backend_name()
+
+
+def _target(op: str, target_device: torch.device | str, allow_cpu: bool = False) -> torch.device:
+    """``target_device`` as a concrete device: an npu device with an index (or the CPU)."""
+    target = torch.device(target_device)
+    npu = _npu_type()
+    if target.type == "cpu" and allow_cpu:
+        return target
+    if target.type != npu:
+        where = f"{npu} or cpu" if allow_cpu else npu
+        raise ValueError(f"{op}: argument 'target_device' must be a {where} device, got {target}")
+    count = torch.npu.device_count()
+    index = torch.npu.current_device() if target.index is None else target.index
+    if not 0 <= index < count:
+        raise ValueError(
+            f"{op}: argument 'target_device' is {target}, but there are {count} {npu} devices"
+        )
+    return torch.device(npu, index)
+
+
+def _inputs(op: str, arg: str, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The inputs, each checked to be a tensor on an npu device (the op's inputs live there)."""
+    if len(tensors) == 0:
+        raise ValueError(f"{op}: argument '{arg}' must not be empty")
+    out = []
+    for k, t in enumerate(tensors):
+        check_tensor(op, f"{arg}[{k}]", t)
+        if t.device.type != _npu_type():
+            raise RuntimeError(
+                f"{op}: argument '{arg}[{k}]' is on {t.device}; every input must be on an "
+                f"{_npu_type()} device"
+            )
+        out.append(t)
+    return out
+
+
+def merge_pooled_embeddings_npu(
+    pooled_embeddings: Sequence[torch.Tensor],
+    uncat_dim_size: int,
+    target_device: torch.device | str,
+    cat_dim: int = 1,
+) -> torch.Tensor:
+    """Concatenate along ``cat_dim`` on ``target_device`` (an npu device or the CPU).
+
+    Dtypes: any ``torch.cat`` takes; the result has the first input's dtype.  Launches: 1 copy per
+    input not on the target + 1 ``cat``: at most 2 per input.  Syncs: 0 for an npu target; a
+    CPU target costs one device-to-host copy per input (the caller asked for host memory).
+    """
+    inputs = _inputs(_MERGE, "pooled_embeddings", pooled_embeddings)
+    target = _target(_MERGE, target_device, allow_cpu=True)
+    moved = [t if t.device == target else t.to(target) for t in inputs]
+    empty = all(t.numel() == 0 for t in moved)
+    dtype = torch.get_default_dtype() if empty else moved[0].dtype
+    out = torch.empty(0, dtype=dtype, device=target)
+    return torch.cat(moved, dim=cat_dim, out=out)
+
+
+def all_to_one_device_npu(
+    input_tensors: Sequence[torch.Tensor], target_device: torch.device | str
+) -> list[torch.Tensor]:
+    """Every input on the npu ``target_device``; inputs already there are returned unchanged.
+
+    Any dtype and shape.  Launches: 1 copy per input not on the target, 0 otherwise.  Syncs: 0.
+    """
+    inputs = _inputs(_ALL_TO_ONE, "input_tensors", input_tensors)
+    target = _target(_ALL_TO_ONE, target_device)
+    return [t if t.device == target else t.to(target) for t in inputs]
+
+
+def sum_reduce_to_one_npu(
+    input_tensors: Sequence[torch.Tensor], target_device: torch.device | str
+) -> torch.Tensor:
+    """``input_tensors[0] + input_tensors[1] + ...`` (left to right) on the npu ``target_device``.
+
+    Dtype and shape of the first input.  Launches: 1 copy of the first input, then per later
+    input 1 ``add_`` plus 1 copy when it is not on the target: at most 2 per input.  Syncs: 0.
+    """
+    inputs = _inputs(_SUM_REDUCE, "input_tensors", input_tensors)
+    target = _target(_SUM_REDUCE, target_device)
+    # A copy even on the target: the inputs are the caller's and are not written to.
+    acc = inputs[0].to(target, copy=True)
+    for t in inputs[1:]:
+        acc.add_(t if t.device == target else t.to(target))
+    return acc
+
+
+KERNELS = {
+    _MERGE: {"PrivateUse1": merge_pooled_embeddings_npu},
+    _ALL_TO_ONE: {"PrivateUse1": all_to_one_device_npu},
+    _SUM_REDUCE: {"PrivateUse1": sum_reduce_to_one_npu},
+}

@@ -1,0 +1,252 @@
+"""Pooled embeddings: ``fbgemm::permute_pooled_embs`` (and ``_split``, ``_auto_grad``,
+``_auto_grad_split``) on npu: reorder the feature blocks of a ``(B, sum(D))`` tensor along dim 1.
+
+The permutation is a column gather: output column ``c`` = input column ``src[c]``, ``src`` derived
+from the index lists with a fixed number of launches, the gather one ``index_select``.  The
+regrouping ops of the family (``permute_multi_embedding``, ``regroup_keyed_tensor``,
+``kt_regroup_arguments``) are in ``pooled_regroup.py``, the cross-device ones in ``merge.py``.
+
+Semantics are upstream's CPU kernels' (fbgemm-gpu-cpu 1.8.0), measured: ``pooled_embs`` of rank
+>= 2 and any dtype (upstream's CUDA kernel: float types only), permuted along dim 1;
+``offset_dim_list`` and ``permute_list`` int64 (CUDA reads them as int64 too).  The ``T =
+permute_list.numel()`` blocks are cut at ``offset_dim_list[1:T]``: its first and last entries are
+not read, so a last offset other than ``pooled_embs.size(1)`` is accepted and ignored, as
+upstream's CPU kernel does (its CUDA kernel reads ``offset_dim_list[0]`` as the first block's
+start).  ``inv_offset_dim_list`` / ``inv_permute_list`` serve only the backward.  Upstream's
+output width changes with invalid lists (duplicate or out-of-range permute entries, decreasing or
+negative cut points); those are refused by one device check instead.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fbgemm_npu.native import _pooled_utils as plans
+from fbgemm_npu.native._checks import (
+    check_dtype,
+    check_on_device,
+    check_same_device,
+    check_tensor,
+    validation_enabled,
+)
+
+__all__ = [
+    "KERNELS",
+    "permute_pooled_embs_npu",
+    "permute_pooled_embs_split_npu",
+]
+
+F = torch.ops.fbgemm
+_PPE = "fbgemm::permute_pooled_embs"
+_PPE_SPLIT = "fbgemm::permute_pooled_embs_split"
+_PPE_AG = "fbgemm::permute_pooled_embs_auto_grad"
+_PPE_AG_SPLIT = "fbgemm::permute_pooled_embs_auto_grad_split"
+
+
+def _permute_src(
+    op: str,
+    pooled_embs: torch.Tensor,
+    offset_dim_list: torch.Tensor,
+    permute_list: torch.Tensor,
+    inv_offset_dim_list: torch.Tensor,
+    inv_permute_list: torch.Tensor,
+) -> torch.Tensor:
+    """Checks, then ``src`` (int64, ``(D,)``) of the block permutation; see the module docstring.
+
+    Math: column ``i`` lies in block ``s(i) = searchsorted(offset_dim_list[1:T], i, right)``;
+    block ``s`` goes to output position ``inv[s]`` with ``inv = argsort(permute_list)``; a stable
+    sort of the columns by ``inv[s(i)]`` lists them in output order, so ``src`` is its argsort.
+
+    Launches: 5 (arange, searchsorted, sort of permute_list, index_select, sort of the keys) + 5
+    for the device check (``permute_list`` is a permutation of ``0..T-1``, the cut points are
+    non-negative and non-decreasing: three comparisons into one bool buffer, ``all``,
+    ``_assert_async``; fewer for T < 3).  Memoised on ``permute_list`` (with
+    ``offset_dim_list``): a caller that passes the same index tensors again launches none.
+    """
+    pooled = check_tensor(op, "pooled_embs", pooled_embs)
+    if pooled.dim() < 2:
+        raise ValueError(
+            f"{op}: argument 'pooled_embs' must be at least 2-D [B_local][Sum_T_global(D)], "
+            f"got shape {tuple(pooled.shape)}"
+        )
+    check_same_device(
+        op,
+        pooled_embs=pooled,
+        offset_dim_list=offset_dim_list,
+        permute_list=permute_list,
+        inv_offset_dim_list=inv_offset_dim_list,
+        inv_permute_list=inv_permute_list,
+    )
+    check_dtype(op, "offset_dim_list", offset_dim_list, (torch.int64,))
+    check_dtype(op, "permute_list", permute_list, (torch.int64,))
+    n_blocks = permute_list.numel()
+    if n_blocks == 0:
+        raise ValueError(f"{op}: argument 'permute_list' must not be empty")
+    if offset_dim_list.numel() < n_blocks:
+        raise ValueError(
+            f"{op}: argument 'offset_dim_list' must have at least len(permute_list) = "
+            f"{n_blocks} entries, got {offset_dim_list.numel()}"
+        )
+    width = pooled.size(1)
+    key = ("permute_pooled_embs", width)
+    src = plans.memo_get(permute_list, key, (offset_dim_list,))
+    if src is None:
+        src = _derive_permute_src(op, width, offset_dim_list.reshape(-1), permute_list.reshape(-1))
+        plans.memo_put(permute_list, key, src, (offset_dim_list,))
+    return src
+
+
+def _derive_permute_src(op: str, width: int, off: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
+    n_blocks = perm.numel()
+    j = torch.arange(max(width, n_blocks), device=perm.device)
+    block = torch.searchsorted(off[1:n_blocks], j[:width], right=True)
+    perm_sorted, inv = torch.sort(perm, stable=True)
+    if validation_enabled():
+        n_mono = max(n_blocks - 2, 0)
+        ok = torch.empty(
+            n_blocks + n_mono + min(n_blocks - 1, 1), dtype=torch.bool, device=j.device
+        )
+        torch.eq(perm_sorted, j[:n_blocks], out=ok[:n_blocks])
+        if n_blocks > 1:
+            torch.ge(off[1:2], 0, out=ok[n_blocks : n_blocks + 1])
+        if n_mono:
+            torch.ge(off[2:n_blocks], off[1 : n_blocks - 1], out=ok[n_blocks + 1 :])
+        check_on_device(
+            op,
+            ok.all(),
+            f"argument 'permute_list' must be a permutation of 0..{n_blocks - 1} and "
+            f"'offset_dim_list'[1:{n_blocks}] non-negative and non-decreasing",
+        )
+    return torch.sort(inv.index_select(0, block), stable=True).indices
+
+
+def permute_pooled_embs_npu(
+    pooled_embs: torch.Tensor,
+    offset_dim_list: torch.Tensor,
+    permute_list: torch.Tensor,
+    inv_offset_dim_list: torch.Tensor,
+    inv_permute_list: torch.Tensor,
+) -> torch.Tensor:
+    """Output block ``t`` = input block ``permute_list[t]``, blocks cut along dim 1.
+
+    Block ``s`` is columns ``[offset_dim_list[s], offset_dim_list[s + 1])`` (block 0 starts at 0,
+    the last block ends at ``pooled_embs.size(1)``, as upstream's CPU kernel cuts them).  Any dtype;
+    index lists int64.  Launches: 11 on first use of an index pair (see ``_permute_src``; 6 with
+    ``FBGEMM_NPU_VALIDATE=0``), 1 (``index_select``) when the pair is passed again.  Syncs: 0.
+    """
+    src = _permute_src(
+        _PPE, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
+    )
+    return pooled_embs.index_select(1, src)
+
+
+def permute_pooled_embs_split_npu(
+    pooled_embs: torch.Tensor,
+    offset_dim_list: torch.Tensor,
+    permute_list: torch.Tensor,
+    inv_offset_dim_list: torch.Tensor,
+    inv_permute_list: torch.Tensor,
+) -> torch.Tensor:
+    """``permute_pooled_embs`` of the split build (same math, launches and syncs)."""
+    src = _permute_src(
+        _PPE_SPLIT,
+        pooled_embs,
+        offset_dim_list,
+        permute_list,
+        inv_offset_dim_list,
+        inv_permute_list,
+    )
+    return pooled_embs.index_select(1, src)
+
+
+class _PermutePooledEmbsFunction(torch.autograd.Function):
+    """Forward: the permute op; backward: the same op with the inverse lists (upstream's formula:
+    ``grad = permute(grad_out, inv_offset_dim_list, inv_permute_list, offset_dim_list,
+    permute_list)``)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        base: str,
+        pooled_embs: torch.Tensor,
+        offset_dim_list: torch.Tensor,
+        permute_list: torch.Tensor,
+        inv_offset_dim_list: torch.Tensor,
+        inv_permute_list: torch.Tensor,
+    ) -> torch.Tensor:
+        ctx.base = base  # type: ignore[attr-defined]
+        ctx.save_for_backward(offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)
+        with torch._C._AutoDispatchBelowAutograd():
+            return getattr(F, base)(
+                pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
+            )
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        off, perm, inv_off, inv_perm = ctx.saved_tensors  # type: ignore[attr-defined]
+        grad_in = getattr(F, ctx.base)(grad, inv_off, inv_perm, off, perm)  # type: ignore[attr-defined]
+        return None, grad_in, None, None, None, None
+
+
+def permute_pooled_embs_auto_grad_autograd(
+    pooled_embs: torch.Tensor,
+    offset_dim_list: torch.Tensor,
+    permute_list: torch.Tensor,
+    inv_offset_dim_list: torch.Tensor,
+    inv_permute_list: torch.Tensor,
+) -> torch.Tensor:
+    """AutogradPrivateUse1 of ``permute_pooled_embs_auto_grad`` (launches as the forward op)."""
+    return _PermutePooledEmbsFunction.apply(
+        "permute_pooled_embs",
+        pooled_embs,
+        offset_dim_list,
+        permute_list,
+        inv_offset_dim_list,
+        inv_permute_list,
+    )
+
+
+def permute_pooled_embs_auto_grad_split_autograd(
+    pooled_embs: torch.Tensor,
+    offset_dim_list: torch.Tensor,
+    permute_list: torch.Tensor,
+    inv_offset_dim_list: torch.Tensor,
+    inv_permute_list: torch.Tensor,
+) -> torch.Tensor:
+    """AutogradPrivateUse1 of ``permute_pooled_embs_auto_grad_split``."""
+    return _PermutePooledEmbsFunction.apply(
+        "permute_pooled_embs_split",
+        pooled_embs,
+        offset_dim_list,
+        permute_list,
+        inv_offset_dim_list,
+        inv_permute_list,
+    )
+
+
+def _permute_pooled_embs_meta(
+    pooled_embs: torch.Tensor,
+    offset_dim_list: torch.Tensor,
+    permute_list: torch.Tensor,
+    inv_offset_dim_list: torch.Tensor,
+    inv_permute_list: torch.Tensor,
+) -> torch.Tensor:
+    """Meta of ``permute_pooled_embs_auto_grad_split`` (upstream has none): same shape."""
+    return torch.empty_like(pooled_embs)
+
+
+KERNELS = {
+    _PPE: {"PrivateUse1": permute_pooled_embs_npu},
+    _PPE_SPLIT: {"PrivateUse1": permute_pooled_embs_split_npu},
+    _PPE_AG: {
+        "PrivateUse1": permute_pooled_embs_npu,
+        "AutogradPrivateUse1": permute_pooled_embs_auto_grad_autograd,
+    },
+    _PPE_AG_SPLIT: {
+        "PrivateUse1": permute_pooled_embs_split_npu,
+        "AutogradPrivateUse1": permute_pooled_embs_auto_grad_split_autograd,
+        "Meta": _permute_pooled_embs_meta,
+    },
+}

@@ -1,0 +1,282 @@
+"""Regroup KeyedTensors on npu: ``fbgemm::permute_multi_embedding`` (and its internal
+``permute_multi_embedding_function``), ``fbgemm::regroup_keyed_tensor``,
+``fbgemm::kt_regroup_arguments`` -- torchrec's ``KeyedTensor.regroup`` / ``KTRegroupAsDict`` path.
+
+Each regrouping is a column gather from the inputs concatenated along dim 1 (``src`` from
+``_pooled_utils``), its backward the matching ``index_add``.  Semantics are upstream's CPU
+kernels' (fbgemm-gpu-cpu 1.8.0), measured:
+
+* values float32, float16 or bfloat16, one dtype and device for all; ``permutes`` int32
+  ``(P, 6)`` (upstream CPU and CUDA refuse other dtypes too);
+* the batch is ``pooled_embs[0]``'s; later inputs with more rows are read from their first rows,
+  as upstream does; inputs of rank > 2 are read as ``(B, -1)``, as upstream's CPU kernel does;
+* ``in_shapes`` / ``out_shapes`` are not read (upstream CPU ignores them; CUDA uses them as row
+  strides, so they must agree with the inputs there anyway);
+* rows must copy inside their input and tile every output in row order, as
+  ``kt_regroup_arguments`` makes them: upstream reads and writes out of bounds otherwise, and
+  leaves the columns no row fills uninitialised;
+* the gradient of input columns no output reads is 0 (upstream: uninitialised memory);
+* ``kt_regroup_arguments`` returns its tensors on ``embs``' device, as upstream's CUDA kernel does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from fbgemm_npu.native import _pooled_utils as plans
+from fbgemm_npu.native._checks import check_dtype, check_same_device, check_same_dtype, check_tensor
+
+__all__ = [
+    "KERNELS",
+    "kt_regroup_arguments_npu",
+    "permute_multi_embedding_function_npu",
+    "permute_multi_embedding_npu",
+    "regroup_keyed_tensor_npu",
+]
+
+_PME = "fbgemm::permute_multi_embedding"
+_PMEF = "fbgemm::permute_multi_embedding_function"
+_KT = "fbgemm::kt_regroup_arguments"
+_RKT = "fbgemm::regroup_keyed_tensor"
+MULTI_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _multi_inputs(
+    op: str, pooled_embs: Sequence[torch.Tensor]
+) -> tuple[list[torch.Tensor], int, list[int]]:
+    """Checked inputs read as ``(B, width)``, the batch ``B`` and the widths (metadata only)."""
+    if len(pooled_embs) == 0:
+        raise ValueError(f"{op}: argument 'pooled_embs' must not be empty")
+    named = {f"pooled_embs[{k}]": check_tensor(op, f"pooled_embs[{k}]", t)
+             for k, t in enumerate(pooled_embs)}  # fmt: skip
+    check_same_device(op, **named)
+    check_dtype(op, "pooled_embs[0]", pooled_embs[0], MULTI_DTYPES)
+    check_same_dtype(op, **named)
+    batch = pooled_embs[0].size(0) if pooled_embs[0].dim() else 0
+    flat = []
+    for name, t in named.items():
+        if t.dim() < 2 or t.size(0) < batch:
+            raise ValueError(
+                f"{op}: argument '{name}' must be at least 2-D with at least {batch} rows (the "
+                f"batch of pooled_embs[0]), got shape {tuple(t.shape)}"
+            )
+        flat.append(t.narrow(0, 0, batch).reshape(batch, -1))
+    return flat, batch, [t.size(1) for t in flat]
+
+
+def _check_permutes(
+    op: str, permutes: torch.Tensor, device: torch.device, in_shapes: object, out_shapes: object
+) -> None:
+    check_tensor(op, "permutes", permutes)
+    check_same_device(op, pooled_embs=torch.empty(0, device=device), permutes=permutes,
+                      in_shapes=in_shapes, out_shapes=out_shapes)  # fmt: skip
+    check_dtype(op, "permutes", permutes, (torch.int32,))
+    if permutes.dim() != 2 or permutes.size(1) != plans.PERMUTE_COLUMNS:
+        raise ValueError(
+            f"{op}: argument 'permutes' must be 2-D with {plans.PERMUTE_COLUMNS} columns, got "
+            f"shape {tuple(permutes.shape)}"
+        )
+
+
+def _out_lengths(op: str, out_lengths: Sequence[int], arg: str = "out_lengths") -> list[int]:
+    widths = [int(w) for w in out_lengths]
+    if any(w < 0 for w in widths):
+        raise ValueError(f"{op}: argument '{arg}' must be non-negative, got {widths}")
+    return widths
+
+
+def _multi_src(
+    op: str, permutes: torch.Tensor, in_widths: list[int], out_widths: list[int]
+) -> torch.Tensor:
+    """``src`` for ``permutes``: memoised; else from the host rows our ``kt_regroup_arguments``
+    attached (1 upload); else derived on the device (``_pooled_utils.device_src``)."""
+    key = ("permute_multi_embedding", tuple(in_widths), tuple(out_widths))
+    src = plans.memo_get(permutes, key)
+    if src is None:
+        rows = plans.memo_get(permutes, "kt_rows")
+        if rows is not None:
+            src = plans.upload(plans.host_src(op, rows, in_widths, out_widths), permutes.device)
+        else:
+            src = plans.device_src(op, permutes, in_widths, out_widths)
+        plans.memo_put(permutes, key, src)
+    return src
+
+
+def permute_multi_embedding_function_npu(
+    pooled_embs: Sequence[torch.Tensor],
+    permutes: torch.Tensor,
+    in_shapes: torch.Tensor,
+    out_shapes: torch.Tensor,
+    out_lengths: Sequence[int],
+    reverse: bool = False,
+) -> list[torch.Tensor]:
+    """Forward (``reverse=False``): ``out[o][:, oo:oo+len] = pooled_embs[i][:, io:io+len]`` for
+    every row ``[i, o, io, oo, len, next]`` of ``permutes``.  Reverse (the backward): the inputs
+    are the outputs' gradients and ``out_lengths`` the original inputs' widths; every row adds
+    back, so a key used twice gets the sum (upstream: copy at the first row, add at rows with
+    ``next < 0``; the same for ``kt_regroup_arguments``' rows).
+
+    Launches: gather 3 (``cat``, ``index_select``, ``split_with_sizes_copy``) or scatter 4
+    (``cat``, ``zeros``, ``index_add``, ``split_with_sizes_copy``), fewer for one input or output;
+    plus, on first use of a ``permutes`` tensor, 1 upload if it came from our
+    ``kt_regroup_arguments`` or 17 to derive and check the plan on the device (9 with
+    ``FBGEMM_NPU_VALIDATE=0``).  Syncs: 0.
+    """
+    op = _PMEF
+    inputs, batch, widths = _multi_inputs(op, pooled_embs)
+    _check_permutes(op, permutes, inputs[0].device, in_shapes, out_shapes)
+    lengths = _out_lengths(op, out_lengths)
+    if reverse:
+        src = _multi_src(op, permutes, lengths, widths)
+        return plans.scatter_src(inputs, src, lengths, batch)
+    return plans.apply_src(inputs, _multi_src(op, permutes, widths, lengths), lengths)
+
+
+def permute_multi_embedding_npu(
+    pooled_embs: Sequence[torch.Tensor],
+    permutes: torch.Tensor,
+    in_shapes: torch.Tensor,
+    out_shapes: torch.Tensor,
+    out_lengths: Sequence[int],
+) -> list[torch.Tensor]:
+    """``permute_multi_embedding_function(..., reverse=False)``; same launches and syncs."""
+    inputs, _, widths = _multi_inputs(_PME, pooled_embs)
+    _check_permutes(_PME, permutes, inputs[0].device, in_shapes, out_shapes)
+    lengths = _out_lengths(_PME, out_lengths)
+    return plans.apply_src(inputs, _multi_src(_PME, permutes, widths, lengths), lengths)
+
+
+class _GatherFunction(torch.autograd.Function):
+    """Outputs gathered by ``src`` from the inputs; the gradient scattered back by ``src``."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        src: torch.Tensor,
+        batch: int,
+        out_widths: list[int],
+        *pooled_embs: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        flat = [t.narrow(0, 0, batch).reshape(batch, -1) for t in pooled_embs]
+        ctx.save_for_backward(src)
+        ctx.meta = (batch, [t.size(1) for t in flat], [t.shape for t in pooled_embs])  # type: ignore[attr-defined]
+        return tuple(plans.apply_src(flat, src, out_widths))
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, *grads: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        (src,) = ctx.saved_tensors  # type: ignore[attr-defined]
+        batch, widths, shapes = ctx.meta  # type: ignore[attr-defined]
+        grad_in = plans.scatter_src(grads, src, widths, batch)
+        return (
+            None,
+            None,
+            None,
+            *(_restore(g, s, batch) for g, s in zip(grad_in, shapes, strict=True)),
+        )
+
+
+def _restore(grad: torch.Tensor, shape: torch.Size, batch: int) -> torch.Tensor:
+    """A ``(B, width)`` gradient in its input's shape; rows past the batch (never read) get 0."""
+    if shape[0] == batch:
+        return grad.view(shape)
+    full = grad.new_zeros(shape)
+    full.narrow(0, 0, batch).copy_(grad.view((batch, *shape[1:])))
+    return full
+
+
+def permute_multi_embedding_autograd(
+    pooled_embs: Sequence[torch.Tensor],
+    permutes: torch.Tensor,
+    in_shapes: torch.Tensor,
+    out_shapes: torch.Tensor,
+    out_lengths: Sequence[int],
+) -> list[torch.Tensor]:
+    """AutogradPrivateUse1 of ``permute_multi_embedding``; backward = the reverse permutation."""
+    inputs, batch, widths = _multi_inputs(_PME, pooled_embs)
+    _check_permutes(_PME, permutes, inputs[0].device, in_shapes, out_shapes)
+    lengths = _out_lengths(_PME, out_lengths)
+    src = _multi_src(_PME, permutes, widths, lengths)
+    return list(_GatherFunction.apply(src, batch, lengths, *pooled_embs)) if lengths else []
+
+
+def kt_regroup_arguments_npu(
+    embs: torch.Tensor,
+    keys: Sequence[Sequence[str]],
+    lengths: Sequence[Sequence[int]],
+    groups: Sequence[Sequence[str]],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+    """``(permutes (P, 6) int32, in_shapes int32, out_shapes int32, out_lengths)`` on ``embs``'
+    device, computed on the host from the string keys (``_pooled_utils.kt_rows``).  The host rows
+    are memoised on ``permutes``, so ``permute_multi_embedding`` needs no device plan for them.
+
+    Launches: 3 (one host-to-device copy per tensor).  Syncs: 0.
+    """
+    device = check_tensor(_KT, "embs", embs).device
+    rows, in_lengths, out_lengths = plans.kt_rows(_KT, keys, lengths, groups)
+    host = _int32(rows).view(-1, plans.PERMUTE_COLUMNS)
+    permutes = plans.upload(host, device)
+    plans.memo_put(permutes, "kt_rows", host.to(torch.int64))
+    in_shapes = plans.upload(_int32(in_lengths), device)
+    out_shapes = _int32(out_lengths)
+    return permutes, in_shapes, plans.upload(out_shapes, device), out_shapes.tolist()
+
+
+def _int32(values: object) -> torch.Tensor:
+    """A host int32 tensor of ``values``, wrapped like upstream's int32 vectors."""
+    return torch.tensor(values, dtype=torch.int64).to(torch.int32)
+
+
+def _regroup_src(
+    pooled_embs: Sequence[torch.Tensor],
+    keys: Sequence[Sequence[str]],
+    lengths: Sequence[Sequence[int]],
+    groups: Sequence[Sequence[str]],
+) -> tuple[list[torch.Tensor], int, torch.Tensor, list[int]]:
+    inputs, batch, widths = _multi_inputs(_RKT, pooled_embs)
+    rows, _, out_widths = plans.kt_rows(_RKT, keys, lengths, groups)
+    host_rows = torch.tensor(rows, dtype=torch.int64).view(-1, plans.PERMUTE_COLUMNS)
+    src = plans.host_src(_RKT, host_rows, widths, out_widths, arg="lengths")
+    return inputs, batch, plans.upload(src, inputs[0].device), out_widths
+
+
+def regroup_keyed_tensor_npu(
+    pooled_embs: Sequence[torch.Tensor],
+    keys: Sequence[Sequence[str]],
+    lengths: Sequence[Sequence[int]],
+    groups: Sequence[Sequence[str]],
+) -> list[torch.Tensor]:
+    """``kt_regroup_arguments`` + ``permute_multi_embedding`` with the plan made on the host.
+
+    Launches: 4 (upload ``src``, ``cat``, ``index_select``, ``split_with_sizes_copy``).  Syncs: 0.
+    """
+    inputs, _, src, out_widths = _regroup_src(pooled_embs, keys, lengths, groups)
+    return plans.apply_src(inputs, src, out_widths)
+
+
+def regroup_keyed_tensor_autograd(
+    pooled_embs: Sequence[torch.Tensor],
+    keys: Sequence[Sequence[str]],
+    lengths: Sequence[Sequence[int]],
+    groups: Sequence[Sequence[str]],
+) -> list[torch.Tensor]:
+    """AutogradPrivateUse1 of ``regroup_keyed_tensor``: forward 4 launches, backward 4."""
+    _, batch, src, out_widths = _regroup_src(pooled_embs, keys, lengths, groups)
+    return list(_GatherFunction.apply(src, batch, out_widths, *pooled_embs)) if out_widths else []
+
+
+KERNELS = {
+    _PME: {
+        "PrivateUse1": permute_multi_embedding_npu,
+        "AutogradPrivateUse1": permute_multi_embedding_autograd,
+    },
+    _PMEF: {"PrivateUse1": permute_multi_embedding_function_npu},
+    _KT: {"PrivateUse1": kt_regroup_arguments_npu},
+    _RKT: {
+        "PrivateUse1": regroup_keyed_tensor_npu,
+        "AutogradPrivateUse1": regroup_keyed_tensor_autograd,
+    },
+}
