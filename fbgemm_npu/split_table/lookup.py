@@ -88,6 +88,7 @@ class LookupCall:
     output_dtype: torch.dtype
     vbe: VbeArgs | None
     states: list[tuple[torch.Tensor, torch.Tensor]]  # (flat buffer, offsets)
+    state_rowwise: list[bool]
     step: StepArgs
     gradient_clipping: bool
     max_gradient: float
@@ -95,12 +96,10 @@ class LookupCall:
     total_hash_size: int
 
     def plan(self) -> TbePlan:
-        spec = OPTIMIZERS.get(self.optimizer)
-        rowwise = [r for _, r in spec.states] if spec else []
         return get_plan(
             self.D_offsets,
             self.weights_offsets,
-            [(off, rw) for (_, off), rw in zip(self.states, rowwise, strict=False)],
+            [(off, rw) for (_, off), rw in zip(self.states, self.state_rowwise, strict=True)],
         )
 
 
@@ -147,12 +146,11 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
             B_offsets_rank_per_feature=aux_t[2],
             output_size=int(a.get("vbe_output_size", -1)),
         )
-    states = []
+    states, state_rowwise = [], []
     spec = OPTIMIZERS.get(optimizer)
-    for name, _ in spec.states if spec else ():
-        if name == "row_counter" and optimizer == "adam":
-            continue
+    for name, rowwise in spec.states if spec else ():
         states.append(_placed(op, name, list(a[name])))
+        state_rowwise.append(rowwise)
     hp: dict[str, float] = {}
     for key, names in ((_OPTIM_INT, "optim_int"), (_OPTIM_FLOAT, "optim_float")):
         for n, v in zip(key.get(optimizer, ()), a.get(names) or (), strict=False):
@@ -164,6 +162,7 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
         host_form = ot[0] is not None and ot[0].numel() > 0
         parts = [ot[0], ot[3], ot[4]] if host_form else [ot[1], ot[2], ot[3], ot[4]]
         states.append(_placed(op, "row_counter", parts))
+        state_rowwise.append(True)
     lr_t = a.get("learning_rate_tensor")
     lr: float | torch.Tensor = 0.0
     if lr_t is not None:
@@ -185,6 +184,7 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
         output_dtype=output_dtype_of(op, int(a["output_dtype"])),
         vbe=vbe,
         states=states,
+        state_rowwise=state_rowwise,
         step=StepArgs(lr=lr, iter=int(aux_i[0]) if aux_i else 0, hp=hp),
         gradient_clipping=bool(aux_b[4]) if len(aux_b) > 4 else False,
         max_gradient=float(aux_f[1]) if len(aux_f) > 1 else 0.0,
@@ -274,7 +274,7 @@ def run_backward(
         if call.optimizer == "none":
             return iw_grad, _none_grad(call, plan, state, grad_output)
         spec = OPTIMIZERS[call.optimizer]
-        rowwise = [r for _, r in spec.states]
+        rowwise = call.state_rowwise
         for c_i, (cls, mat) in enumerate(zip(plan.classes, state.mats, strict=True)):
             slots = aggregate_class(
                 plan, cls, mat, grad_output, state, call.offsets, call.pooling_mode,
@@ -284,7 +284,7 @@ def run_backward(
             w_rows = slots.index[0]
             w_old = w_view.index_select(0, w_rows)
             s_views, s_rows, s_old = [], [], []
-            for s, ((buf, _), rw) in enumerate(zip(call.states, rowwise, strict=False)):
+            for s, ((buf, _), rw) in enumerate(zip(call.states, rowwise, strict=True)):
                 view = buf if rw else class_view(buf, cls.D, cls.state_residues[s])
                 rows = slots.index[3 + s]
                 s_views.append(view)
