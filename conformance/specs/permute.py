@@ -10,19 +10,8 @@ lengths, values and weights.  One example in ten is invalid in a way upstream al
 dtype, dtype mismatch, sizes): ours must raise too.  Explicit examples add the torchrec shape (26
 features x 64) and the edge cases.
 
-Reference (``permute_reference``, plain Python loops over the segments, float64 gradients through
-indexing) replaces upstream where upstream cannot be the oracle; those specs carry a ``[...]``
-suffix and their op calls the reference on CPU tensors:
-
-* ``[cuda_forms]``: what upstream's CUDA kernels accept and its CPU kernels refuse or misread:
-  2-D weights ``(N, C)`` (CPU reads them flat), bfloat16 / int weights, float16 weights in the 1-D
-  op, int64 ``permute``, and for the 2-D ops a non-contiguous ``permute`` (upstream's CPU kernel
-  reads its raw data pointer: wrong lengths, or a failed huge allocation);
-* ``expand_into_jagged_permute[non_contiguous]``: upstream's CPU kernel corrupts the heap (abort)
-  on non-contiguous offsets;
-* ``permute_2D_sparse_data[grad_repeats]``: gradients with repeated / dropped features, where
-  upstream's backward (``invert_permute`` + a permute) reads out of bounds; ours is the adjoint of
-  the gather (repeats' gradients summed).
+Inputs upstream's CPU kernels cannot judge (its CUDA-only forms, its CPU bugs, gradients with
+repeats) are judged by the loop references of this module, in ``permute_cuda_forms.py``.
 
 Data errors upstream does not detect (out-of-range permute, negative lengths, sizes that
 disagree) make upstream read out of bounds, so they cannot be run here: ``tests/test_permute.py``
@@ -50,17 +39,6 @@ EXACT = Compare({d: Tol(rtol=0.0, atol=0.0) for d in (torch.float16, torch.bfloa
                                                     torch.float32, torch.float64)})  # fmt: skip
 VALUE_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float16, torch.bfloat16)
 # Weight dtypes upstream's CPU kernels take, per op (its CUDA kernels take more: [cuda_forms]).
-# Gradients with repeats are sums; the reference adds float64 gradients, ours in the output's
-# dtype, and the harness casts the random grad_output to that dtype for ours only: one rounding
-# per term (2**-24 float32, 2**-8 bfloat16) over at most 7 repeats.
-GRAD_SUMS = Compare(
-    {
-        torch.float16: Tol(rtol=2e-2, atol=2e-2),
-        torch.bfloat16: Tol(2e-2, 2e-2),
-        torch.float32: Tol(rtol=1e-6, atol=1e-6),
-        torch.float64: Tol(0.0, 0.0),
-    }
-)
 CPU_WEIGHTS = {"2d": (torch.float32, torch.float16, torch.float64), "1d": (torch.float32,
                torch.float64)}  # fmt: skip
 CUDA_ONLY_WEIGHTS = (torch.bfloat16, torch.int32, torch.int64)
@@ -407,34 +385,6 @@ def _kw_op(fn: Callable[..., Any]) -> Callable[..., Any]:
     return lambda **kw: fn(**kw)
 
 
-def _reference_op(name: str, reference: Callable[..., Any]) -> Callable[..., Any]:
-    """Ours on npu tensors; the reference on CPU tensors (upstream cannot judge these inputs)."""
-    op = getattr(F, name)
-
-    def call(**kw: Any) -> Any:
-        on_cpu = kw["permute"].device.type == "cpu"
-        return reference(**kw) if on_cpu else op(**kw)
-
-    return call
-
-
-def _psf_reference(permute: torch.Tensor, lengths: torch.Tensor, indices: torch.Tensor,
-                   weights: torch.Tensor | None = None) -> Any:  # fmt: skip
-    return permute_reference(permute, lengths, indices, weights)
-
-
-def _input1d_reference(
-    permute: torch.Tensor,
-    lengths: torch.Tensor,
-    values: torch.Tensor,
-    stride: int,
-    weights: Any = None,
-    permuted_lengths_sum: Any = None,
-) -> Any:
-    out = permute_reference(permute, lengths.view(-1, stride), values, weights)  # fmt: skip
-    return out[0].view(-1), out[1], out[2]
-
-
 _NOTE = "upstream's CPU kernels as oracle; data errors upstream misses: tests/test_permute.py"
 SPECS = [
     OpSpec("permute_2D_sparse_data", _kw_op(F.permute_2D_sparse_data), sparse_inputs(), EXACT,
@@ -460,38 +410,4 @@ SPECS = [
                lambda kw: kw["weights"] is not None and kw.get("permuted_lengths_sum") is None
                and _real(kw["values"]).is_floating_point()),
            EXACT, _budget, backward=True, grad_inputs=("values", "weights")),
-    # Where upstream's CPU kernels cannot be the oracle: the float64 / loop reference.
-    OpSpec("permute_2D_sparse_data[cuda_forms]",
-           _reference_op("permute_2D_sparse_data", permute_reference),
-           sparse_inputs(weight_dtypes=CUDA_ONLY_WEIGHTS + CPU_WEIGHTS["2d"], weights_2d=True,
-                         perm_layouts=("contiguous", "sliced"),
-                         perm_dtypes=(torch.int32, torch.int64), invalid=False),
-           EXACT, _budget, reference=permute_reference),
-    OpSpec("permute_1D_sparse_data[cuda_forms]",
-           _reference_op("permute_1D_sparse_data", permute_1d_reference),
-           sparse_inputs(form="1d", weight_dtypes=CUDA_ONLY_WEIGHTS + (torch.float16,),
-                         weights_2d=True, perm_dtypes=(torch.int32, torch.int64), invalid=False),
-           EXACT, _budget, reference=permute_1d_reference),
-    OpSpec("permute_2D_sparse_data_input1D[cuda_forms]",
-           _reference_op("permute_2D_sparse_data_input1D", _input1d_reference),
-           sparse_inputs(form="input1d", weight_dtypes=CUDA_ONLY_WEIGHTS, weights_2d=True,
-                         perm_layouts=("contiguous", "sliced"), invalid=False),
-           EXACT, _budget, reference=_input1d_reference),
-    OpSpec("permute_sparse_features[cuda_forms]",
-           _reference_op("permute_sparse_features", _psf_reference),
-           sparse_inputs(form="psf", weight_dtypes=CUDA_ONLY_WEIGHTS,
-                         perm_layouts=("contiguous", "sliced"), invalid=False),
-           EXACT, _budget, reference=_psf_reference),
-    OpSpec("invert_permute[transposed]", _reference_op("invert_permute", invert_reference),
-           invert_inputs(transposed=True), EXACT, _invert_budget, reference=invert_reference),
-    OpSpec("expand_into_jagged_permute[non_contiguous]",
-           _reference_op("expand_into_jagged_permute", expand_reference),
-           expand_inputs(contiguous=False), EXACT, _expand_budget, reference=expand_reference),
-    OpSpec("permute_2D_sparse_data[grad_repeats]",
-           _reference_op("permute_2D_sparse_data", permute_reference),
-           sparse_inputs(kinds=("repeats",), weight_dtypes=(torch.float32,), weights_2d=True,
-                         invalid=False).filter(
-               lambda kw: kw["weights"] is not None and _real(kw["values"]).is_floating_point()),
-           GRAD_SUMS, _budget, reference=permute_reference, backward=True,
-           grad_inputs=("values", "weights")),
 ]  # fmt: skip

@@ -237,8 +237,8 @@ class _Permute2DFunction(torch.autograd.Function):
         ):
             if grad is None or shape is None or not ctx.needs_input_grad[2 + i]:
                 continue
-            idx = _pi.gather_index(permute, lengths, grad.size(0))
             flat = (shape.numel(),) if i == 0 else shape
+            idx = _pi.gather_index(permute, lengths, grad.size(0), flat[0])
             grads[i] = grad.new_zeros(flat).index_add_(0, idx, grad).view(shape)
         return None, None, grads[0], grads[1], None
 
