@@ -1,0 +1,211 @@
+"""TBE metadata ops on npu: ``bounds_check_indices``, ``get_infos_metadata``,
+``generate_vbe_metadata``.
+
+Semantics measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0); see each kernel.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fbgemm_npu.native._checks import check_on_device, check_tensor
+from fbgemm_npu.native._tbe_utils import arange_cached
+from fbgemm_npu.native.tbe_forward import vbe_row_output_offsets
+
+__all__ = [
+    "KERNELS",
+    "bounds_check_indices_npu",
+    "generate_vbe_metadata_npu",
+    "get_infos_metadata_npu",
+]
+
+_BOUNDS = "fbgemm::bounds_check_indices"
+_INFOS = "fbgemm::get_infos_metadata"
+_VBE = "fbgemm::generate_vbe_metadata"
+
+FATAL, WARNING, IGNORE = 0, 1, 2
+DEFAULT_INFO_NUM_BITS = 32
+
+
+def bounds_check_indices_npu(
+    rows_per_table: torch.Tensor,
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    bounds_check_mode: int,
+    warning: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    B_offsets: torch.Tensor | None = None,
+    max_B: int = -1,
+    b_t_map: torch.Tensor | None = None,
+    info_B_num_bits: int = -1,
+    info_B_mask: int = -1,
+    bounds_check_version: int = 1,
+    prefetch_pipeline: bool = False,
+) -> None:
+    """Check (FATAL) or repair (WARNING / IGNORE) the indices and offsets of a TBE batch.
+
+    Upstream's CPU semantics, in data-parallel form (``N = indices.numel()``):
+
+    * WARNING / IGNORE first set ``offsets[-1] = N``; the bag offsets are then repaired bag by
+      bag, which amounts to ``offsets = cummax(clamp(offsets, 0, N))``;
+    * an index of bag ``k`` (feature ``t``) outside ``[0, rows_per_table[t])`` becomes 0;
+      ``-1`` (a pruned row) is left alone; indices before ``offsets[0]`` are in no bag;
+    * WARNING: ``warning[0]`` = the number of repairs (a wrong last offset, each bag whose start
+      < 0, start > end or end > N -- start taken after the previous bag's repair -- and each bad
+      index); IGNORE repairs silently; FATAL raises ``RuntimeError`` naming the op and argument
+      (through one device-side assert, no host sync) and changes nothing; NONE and the V2 mode
+      values (handled by upstream's Python) do nothing.
+    * ``weights``, ``b_t_map``, ``info_B_*``, ``bounds_check_version`` do not change the result;
+      int32 indices with int64 offsets repair a converted copy of the offsets, as upstream's
+      CPU kernel does, so the caller's offsets stay as they were.
+
+    Launches (WARNING): about 20 (clamp, cummax, the bag checks, per-index feature lookup, the
+    index check, the repairs and the count).  ``cummax`` is not native on torch_npu 2.13 (the
+    counters flag it): it only matters when offsets need repair.  Syncs: 0.
+    """
+    op = _BOUNDS
+    mode = int(bounds_check_mode)
+    if mode not in (FATAL, WARNING, IGNORE):
+        return
+    check_tensor(op, "indices", indices)
+    check_tensor(op, "offsets", offsets)
+    T = rows_per_table.numel()
+    total_B = offsets.numel() - 1
+    if T == 0 or total_B < 0:
+        return
+    vbe = B_offsets is not None
+    B = total_B // T
+    if not vbe and offsets.numel() != B * T + 1:
+        raise ValueError(
+            f"{op}: argument 'offsets' has {offsets.numel()} elements, but B * T + 1 is expected "
+            f"for T = {T} tables (B = {B})"
+        )
+    N = indices.numel()
+    if weights is not None and weights.size(0) != N:
+        raise ValueError(
+            f"{op}: argument 'weights' has {weights.size(0)} elements; it must match "
+            f"'indices' ({N})"
+        )
+    write_offsets = offsets.dtype == indices.dtype
+    o = offsets if write_offsets else offsets.to(indices.dtype)
+    last_bad = o[-1:] != N  # [1]
+    if mode == FATAL:
+        fixed = o
+        s_k, e_k = o[:-1], o[1:]
+    else:
+        # Repaired offsets: offsets[-1] = N, then a running max of the clamped values.
+        o_last = o.clone()
+        o_last[-1:].fill_(N)
+        fixed = torch.cummax(o_last.clamp(min=0, max=N), 0).values
+        # bag k's start as the sequential repair sees it: raw for bag 0, repaired after
+        s_k, e_k = torch.cat([o_last[:1], fixed[1:-1]]), o_last[1:]
+    bag_bad = (s_k < 0) | (s_k > e_k) | (e_k > N)
+    # Feature of every index and its table's row count.
+    ar = arange_cached(N, o.device, o.dtype)
+    bag = torch.searchsorted(fixed[1:].contiguous(), ar, right=True)
+    if vbe:
+        t = torch.searchsorted(B_offsets[1:].to(bag.dtype), bag, right=True)
+    else:
+        t = torch.div(bag, max(B, 1), rounding_mode="floor")
+    n_rows = rows_per_table.index_select(0, t.clamp_(max=T - 1))
+    in_bag = (ar >= fixed[:1]) & (bag < total_B)
+    idx_bad = in_bag & (indices != -1) & ((indices < 0) | (indices >= n_rows))
+    if mode == FATAL:
+        ok = ~(last_bad.any() | bag_bad.any() | idx_bad.any())
+        check_on_device(
+            op,
+            ok,
+            "argument 'indices' / 'offsets' out of bounds: every index must lie in "
+            "[0, rows_per_table[t]) (or be -1), offsets must be non-decreasing within [0, "
+            "indices.numel()] and end at indices.numel()",
+        )
+        return
+    indices.masked_fill_(idx_bad, 0)
+    if write_offsets:
+        offsets.copy_(fixed)
+    if mode == WARNING:
+        count = last_bad.sum() + bag_bad.sum() + idx_bad.sum()
+        warning.copy_(count.reshape(warning.shape).to(warning.dtype))
+
+
+def _num_bits(n: int) -> int:
+    return n.bit_length()
+
+
+def get_infos_metadata_npu(unused: torch.Tensor, B: int, T: int) -> tuple[int, int]:
+    """``(info_B_num_bits, info_B_mask)``: the bits of a 32-bit (feature, sample) code left for
+    the sample once the feature takes ``bit_length(T)`` bits (upstream's CPU rule).
+
+    Raises ``RuntimeError`` when ``B`` does not fit.  Host arithmetic only: 0 launches.
+    """
+    if B <= 0 or T <= 0:
+        raise RuntimeError(f"{_INFOS}: arguments 'B' and 'T' must be positive, got B={B}, T={T}")
+    num_bits = DEFAULT_INFO_NUM_BITS - _num_bits(T)
+    mask = (1 << num_bits) - 1
+    if B > mask:
+        raise RuntimeError(
+            f"{_INFOS}: not enough bits for T = {T} and B = {B}: T takes {_num_bits(T)} bits, "
+            f"leaving {num_bits} for B (max {mask})"
+        )
+    return num_bits, mask
+
+
+def generate_vbe_metadata_npu(
+    B_offsets: torch.Tensor,
+    B_offsets_rank_per_feature: torch.Tensor,
+    output_offsets_feature_rank: torch.Tensor,
+    D_offsets: torch.Tensor,
+    D: int,
+    nobag: bool,
+    max_B_feature_rank: int,
+    info_B_num_bits: int,
+    total_B: int,
+    vbe_output_offsets: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-bag VBE metadata ``(row_output_offsets, b_t_map)``, ``total_B`` entries each.
+
+    Bag ``k`` of feature ``t``, rank ``r``, local sample ``b``:
+    ``row_output_offsets[k] = output_offsets_feature_rank[r * T + t] + b * D_t`` (int64) and
+    ``b_t_map[k] = (t << info_B_num_bits) | (k - B_offsets[t])`` (int32 bit pattern).  A given
+    ``vbe_output_offsets`` replaces the first output.  ``D`` and ``nobag`` are unused, as on
+    upstream's CPU.  Launches: about 14; syncs: 0.
+    """
+    op = _VBE
+    if B_offsets.dim() != 1 or B_offsets_rank_per_feature.dim() != 2:
+        raise ValueError(
+            f"{op}: arguments 'B_offsets' and 'B_offsets_rank_per_feature' must be 1-D and 2-D"
+        )
+    T = B_offsets.numel() - 1
+    R = B_offsets_rank_per_feature.size(1) - 1
+    if T <= 0 or R <= 0 or D_offsets.numel() != T + 1:
+        raise ValueError(
+            f"{op}: argument 'B_offsets' / 'B_offsets_rank_per_feature' / 'D_offsets' describe "
+            f"T={T} features and {R} ranks; both must be positive and D_offsets must have T + 1 "
+            "entries"
+        )
+    if output_offsets_feature_rank.numel() != R * T + 1:
+        raise ValueError(
+            f"{op}: argument 'output_offsets_feature_rank' must have num_ranks * T + 1 = "
+            f"{R * T + 1} entries, got {output_offsets_feature_rank.numel()}"
+        )
+    if vbe_output_offsets is not None and vbe_output_offsets.numel() != total_B:
+        raise ValueError(
+            f"{op}: argument 'vbe_output_offsets' must have total_B = {total_B} entries"
+        )
+    dims = (D_offsets[1:] - D_offsets[:-1]).to(torch.int64)
+    rows, block = vbe_row_output_offsets(
+        B_offsets, B_offsets_rank_per_feature, output_offsets_feature_rank, dims, total_B
+    )
+    t = torch.div(block, R, rounding_mode="floor")
+    b = arange_cached(total_B, block.device) - B_offsets.index_select(0, t)
+    b_t_map = torch.add(b, t, alpha=1 << info_B_num_bits).to(torch.int32)
+    if rows.dtype != output_offsets_feature_rank.dtype:
+        rows = rows.to(output_offsets_feature_rank.dtype)
+    return (rows if vbe_output_offsets is None else vbe_output_offsets), b_t_map
+
+
+KERNELS = {
+    _BOUNDS: {"PrivateUse1": bounds_check_indices_npu},
+    _INFOS: {"PrivateUse1": get_infos_metadata_npu},
+    _VBE: {"PrivateUse1": generate_vbe_metadata_npu},
+}
