@@ -363,3 +363,34 @@ def test_kernels_run_on_cpu_tensors(weights: bool) -> None:
         assert (e is None and g is None) or torch.equal(g, e)
     perm = torch.randperm(40)
     assert torch.equal(ours.invert_permute_npu(perm), F.invert_permute(perm))
+
+
+def test_preallocated_out_buffers() -> None:
+    """Buffers are written (first ``total`` rows) and returned themselves; a short buffer, which
+    upstream overruns, is refused; a non-contiguous one is written logically (upstream writes
+    through its raw pointer)."""
+    d = _npu(SMALL)
+    lengths_out = torch.full((6,), -1, device=NPU)
+    values_out = torch.full((12,), -7, device=NPU)
+    weights_base = torch.zeros(20, device=NPU)
+    weights_out = weights_base[::2]  # non-contiguous, 10 rows
+    got = F.permute_2D_sparse_preallocated_out(
+        d["permute"], d["lengths"], d["values"], d["weights"], None,
+        lengths_out, values_out, weights_out)  # fmt: skip
+    assert got[0] is lengths_out and got[1] is values_out and got[2] is weights_out
+    ref = permute_reference(SMALL["permute"], SMALL["lengths"], SMALL["values"], SMALL["weights"])
+    assert torch.equal(lengths_out.cpu(), ref[0].view(-1))
+    assert torch.equal(values_out.cpu()[:9], ref[1]) and (values_out.cpu()[9:] == -7).all()
+    assert torch.equal(weights_out.cpu()[:9], ref[2]) and weights_base.cpu()[1::2].eq(0).all()
+    with pytest.raises(ValueError, match="preallocated_out: argument 'permuted_indices_out' must"):
+        F.permute_2D_sparse_preallocated_out(
+            d["permute"], d["lengths"], d["values"], None, None, None, values_out[:8]
+        )
+    with pytest.raises(ValueError, match="preallocated_out: argument 'permuted_lengths_out' must"):
+        F.permute_2D_sparse_preallocated_out(
+            d["permute"], d["lengths"], d["values"], None, None, lengths_out[:5]
+        )
+    with pytest.raises(ValueError, match="'permuted_weights_out' must have dtype float32"):
+        F.permute_2D_sparse_preallocated_out(
+            d["permute"], d["lengths"], d["values"], d["weights"], None, None, None,
+            weights_out.double())  # fmt: skip

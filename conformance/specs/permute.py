@@ -280,6 +280,33 @@ def expand_inputs(draw: st.DrawFn, *, contiguous: bool = True) -> dict[str, Any]
     return args
 
 
+@st.composite
+def prealloc_inputs(draw: st.DrawFn) -> dict[str, Any]:
+    """A permute_2D call plus preallocated outputs (each given or not; values / weights buffers
+    of exactly ``total`` rows or longer, whose tail upstream leaves as it was)."""
+    args = draw(sparse_inputs(invalid=False))
+    perm, lengths = _real(args["permute"]), _real(args["lengths"])
+    total = int(lengths[perm.long()].sum()) if perm.numel() else 0
+    if draw(st.booleans()):
+        shape = (perm.numel(), lengths.shape[1])
+        flat = (shape[0] * shape[1],)  # upstream writes the lengths flat: any viewable shape
+        args["permuted_lengths_out"] = torch.full(
+            draw(st.sampled_from((shape, flat))), -1, dtype=lengths.dtype
+        )
+    if draw(st.booleans()):
+        rows = total + draw(st.sampled_from((0, 0, 2)))
+        args["permuted_indices_out"] = torch.full((rows,), 7, dtype=_real(args["values"]).dtype)
+    weights = _real(args["weights"])
+    if weights is not None and draw(st.booleans()):
+        rows = total + draw(st.sampled_from((0, 0, 2)))
+        args["permuted_weights_out"] = torch.full((rows,), 5, dtype=weights.dtype)
+    if draw(st.integers(0, 9)) == 9:  # a buffer of the wrong dtype: upstream raises too
+        args["permuted_lengths_out"] = torch.zeros(
+            (perm.numel(), lengths.shape[1]), dtype=torch.float32
+        )
+    return args
+
+
 def _expand_budget(permute: Any, **_: Any) -> Budget:
     return Budget(7 + (8 if validation_enabled() else 0), 0)
 
@@ -389,6 +416,10 @@ _NOTE = "upstream's CPU kernels as oracle; data errors upstream misses: tests/te
 SPECS = [
     OpSpec("permute_2D_sparse_data", _kw_op(F.permute_2D_sparse_data), sparse_inputs(), EXACT,
            _budget, examples=_examples_2d(), notes=_NOTE),
+    OpSpec("permute_2D_sparse_preallocated_out", _kw_op(F.permute_2D_sparse_preallocated_out),
+           prealloc_inputs(), EXACT, _budget, notes=_NOTE),
+    OpSpec("permute_sparse_data", _kw_op(F.permute_sparse_data), sparse_inputs(), EXACT, _budget,
+           notes=_NOTE),
     OpSpec("permute_1D_sparse_data", _kw_op(F.permute_1D_sparse_data),
            sparse_inputs(form="1d", weight_dtypes=CPU_WEIGHTS["1d"],
                          perm_layouts=("contiguous", "sliced")),

@@ -43,6 +43,7 @@ __all__ = [
     "WEIGHT_DTYPES",
     "Bounds",
     "check_args",
+    "check_out_buffers",
     "expand",
     "gather_index",
     "invert",
@@ -69,6 +70,7 @@ WEIGHT_DTYPES: tuple[torch.dtype, ...] = (
     torch.int64,
 )
 Out = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+OutBuffers = tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]
 
 _I64 = torch.iinfo(torch.int64)
 
@@ -193,8 +195,13 @@ def permute_rows(
     weights: torch.Tensor | None,
     permuted_lengths_sum: int | None,
     values_name: str = "values",
+    outs: OutBuffers = (None, None, None),
 ) -> Out:
-    """The sparse-data permute on ``lengths`` of shape ``(T_in, B)``; see ``permute.py``."""
+    """The sparse-data permute on ``lengths`` of shape ``(T_in, B)``; see ``permute.py``.
+
+    ``outs``: preallocated (lengths, values, weights) outputs, checked by
+    :func:`check_out_buffers`; the gathers write into them (``out=``), no extra launch.
+    """
     perm = permute.reshape(-1)
     t_in, b = lengths.shape
     t_out = perm.numel()
@@ -206,7 +213,8 @@ def permute_rows(
                 f"has {t_out} entries, lengths {b} columns), got {permuted_lengths_sum}"
             )
         empty_weights = None if weights is None else weights.new_empty((0, *weights.shape[1:]))
-        return lengths.new_empty((t_out, b)), flat_values.new_empty((0,)), empty_weights
+        empty = (lengths.new_empty((t_out, b)), flat_values.new_empty((0,)), empty_weights)
+        return _given_or(outs, empty, weights is not None)
     where = f"argument 'permute' must hold indices in [0, {t_in})"
     if t_in == 0:
         raise ValueError(f"{op}: {where}: 'lengths' has no rows")
@@ -223,9 +231,10 @@ def permute_rows(
         bounds.add(high, None, t_in - 1, where)
         bounds.add(lengths.amin(), 0, None, "argument 'lengths' must be non-negative")
         index = perm.clamp(0, t_in - 1)  # gathers stay in bounds until the checks have run
-    permuted_lengths = lengths.index_select(0, index)
+    lengths_out = None if outs[0] is None else outs[0].view(t_out, b)
+    permuted_lengths = torch.index_select(lengths, 0, index, out=lengths_out)
     in_incl = torch.cumsum(lengths.reshape(-1), 0, dtype=torch.int64)
-    out_incl = torch.cumsum(permuted_lengths.view(-1), 0, dtype=torch.int64)
+    out_incl = torch.cumsum(permuted_lengths.reshape(-1), 0, dtype=torch.int64)
     if bounds.items:
         bounds.add(in_incl[-1], None, n_avail, f"sum(lengths) must not exceed {limit}")
     if permuted_lengths_sum is None:
@@ -242,8 +251,69 @@ def permute_rows(
             )
             bounds.assert_on_device()
     idx = _finish_index(index, in_incl, out_incl, permuted_lengths, total, flat_values.numel())
-    out_weights = None if weights is None else weights.index_select(0, idx)
-    return permuted_lengths, flat_values.index_select(0, idx), out_weights
+    for name, given in (("permuted_indices_out", outs[1]), ("permuted_weights_out", outs[2])):
+        if given is not None and given.size(0) < total:
+            raise ValueError(
+                f"{op}: argument '{name}' must have at least {total} rows (the permuted lengths' "
+                f"sum), got {given.size(0)}"
+            )
+    values_out = None if outs[1] is None else outs[1].narrow(0, 0, total)
+    out_values = torch.index_select(flat_values, 0, idx, out=values_out)
+    out_weights = None
+    if weights is not None:
+        weights_out = None if outs[2] is None else outs[2].narrow(0, 0, total)
+        out_weights = torch.index_select(weights, 0, idx, out=weights_out)
+    return _given_or(outs, (permuted_lengths, out_values, out_weights), weights is not None)
+
+
+def _given_or(outs: OutBuffers, made: Out, weighted: bool) -> Out:
+    """The preallocated buffers where given (whole, as upstream returns them), else ``made``."""
+    weights_out = (outs[2] if outs[2] is not None else made[2]) if weighted else None
+    return (
+        made[0] if outs[0] is None else outs[0],
+        made[1] if outs[1] is None else outs[1],
+        weights_out,
+    )
+
+
+def check_out_buffers(
+    op: str,
+    outs: OutBuffers,
+    permute: torch.Tensor,
+    lengths: torch.Tensor,
+    values: torch.Tensor,
+    weights: torch.Tensor | None,
+) -> None:
+    """Metadata of ``permute_2D_sparse_preallocated_out``'s buffers (sizes: see permute_rows)."""
+    names = ("permuted_lengths_out", "permuted_indices_out", "permuted_weights_out")
+    like = (lengths, values, weights)
+    for name, buf, ref in zip(names, outs, like, strict=True):
+        if buf is None or ref is None:
+            continue
+        check_tensor(op, name, buf)
+        check_same_device(op, lengths=lengths, **{name: buf})
+        if buf.dtype != ref.dtype:
+            raise ValueError(
+                f"{op}: argument '{name}' must have dtype {dtype_name(ref.dtype)}, got "
+                f"{dtype_name(buf.dtype)}"
+            )
+    if outs[0] is not None:
+        try:  # upstream writes the lengths flat through the buffer's pointer
+            outs[0].view(permute.numel(), lengths.size(1))
+        except RuntimeError as exc:
+            raise ValueError(
+                f"{op}: argument 'permuted_lengths_out' must be viewable as ({permute.numel()}, "
+                f"{lengths.size(1)}), got shape {tuple(outs[0].shape)}"
+            ) from exc
+    if outs[1] is not None and outs[1].dim() != 1:
+        raise ValueError(
+            f"{op}: argument 'permuted_indices_out' must be 1-D, got {outs[1].dim()}-D"
+        )
+    if outs[2] is not None and weights is not None and outs[2].shape[1:] != weights.shape[1:]:
+        raise ValueError(
+            f"{op}: argument 'permuted_weights_out' must have shape (n, *weights.shape[1:]) = "
+            f"(n, {', '.join(map(str, weights.shape[1:]))}), got {tuple(outs[2].shape)}"
+        )
 
 
 def gather_index(

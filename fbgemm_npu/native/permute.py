@@ -1,5 +1,7 @@
 """Permute family: ``fbgemm::permute_{1D,2D}_sparse_data``, ``permute_2D_sparse_data_input1D``,
-``permute_sparse_features``, ``invert_permute`` and ``expand_into_jagged_permute`` on npu.
+``permute_sparse_features``, ``invert_permute`` and ``expand_into_jagged_permute`` on npu; also
+``permute_2D_sparse_preallocated_out`` (the 2-D permute writing into given buffers) and
+``permute_sparse_data`` (upstream's older name of the 2-D permute).
 
 The sparse-data permutes reorder the segments of a jagged tensor (torchrec's KeyedJaggedTensor):
 ``lengths`` has one entry per segment, ``values`` (and optional per-value ``weights``) hold the
@@ -60,12 +62,16 @@ __all__ = [
     "permute_2D_sparse_data_autograd_npu",
     "permute_2D_sparse_data_input1D_npu",
     "permute_2D_sparse_data_npu",
+    "permute_2D_sparse_preallocated_out_npu",
+    "permute_sparse_data_npu",
     "permute_sparse_features_npu",
 ]
 
 _P1D = "fbgemm::permute_1D_sparse_data"
 _P2D = "fbgemm::permute_2D_sparse_data"
 _P2D_IN1D = "fbgemm::permute_2D_sparse_data_input1D"
+_P2D_PRE = "fbgemm::permute_2D_sparse_preallocated_out"
+_LEGACY = "fbgemm::permute_sparse_data"
 _PSF = "fbgemm::permute_sparse_features"
 _INVERT = "fbgemm::invert_permute"
 _EXPAND = "fbgemm::expand_into_jagged_permute"
@@ -88,6 +94,51 @@ def permute_2D_sparse_data_npu(
     _pi.check_args(_P2D, permute, lengths, values, weights, permuted_lengths_sum)
     check_ndim(_P2D, "lengths", lengths, (2,))
     return _pi.permute_rows(_P2D, permute, lengths, values, weights, permuted_lengths_sum)
+
+
+def permute_sparse_data_npu(
+    permute: torch.Tensor,
+    lengths: torch.Tensor,
+    values: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    permuted_lengths_sum: int | None = None,
+) -> Out:
+    """``fbgemm::permute_sparse_data``, upstream's older name of :func:`permute_2D_sparse_data_npu`
+    (same kernel upstream; no autograd there)."""
+    _pi.check_args(_LEGACY, permute, lengths, values, weights, permuted_lengths_sum)
+    check_ndim(_LEGACY, "lengths", lengths, (2,))
+    return _pi.permute_rows(_LEGACY, permute, lengths, values, weights, permuted_lengths_sum)
+
+
+def permute_2D_sparse_preallocated_out_npu(
+    permute: torch.Tensor,
+    lengths: torch.Tensor,
+    values: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    permuted_lengths_sum: int | None = None,
+    permuted_lengths_out: torch.Tensor | None = None,
+    permuted_indices_out: torch.Tensor | None = None,
+    permuted_weights_out: torch.Tensor | None = None,
+) -> Out:
+    """:func:`permute_2D_sparse_data_npu` writing into preallocated outputs where given, which
+    are returned (whole) in place of new tensors; the gathers write straight into them.
+
+    Buffers: ``permuted_lengths_out`` viewable as ``(T, B)`` (upstream writes it flat),
+    ``permuted_indices_out`` 1-D with at least ``total`` rows and ``permuted_weights_out`` with at
+    least ``total`` rows of ``weights``' row shape: the first ``total`` rows are written, the rest
+    left as they were (as upstream does); each with its source's dtype.  Upstream writes past a
+    buffer that is too short (heap corruption); ours refuses it.  A non-contiguous buffer is
+    written element by element (upstream writes through its raw pointer).  Without ``weights`` the
+    third output is None, as upstream returns.  Launches and syncs as
+    :func:`permute_2D_sparse_data_npu`.
+    """
+    _pi.check_args(_P2D_PRE, permute, lengths, values, weights, permuted_lengths_sum)
+    check_ndim(_P2D_PRE, "lengths", lengths, (2,))
+    outs = (permuted_lengths_out, permuted_indices_out, permuted_weights_out)
+    _pi.check_out_buffers(_P2D_PRE, outs, permute, lengths, values, weights)
+    return _pi.permute_rows(
+        _P2D_PRE, permute, lengths, values, weights, permuted_lengths_sum, outs=outs
+    )
 
 
 def permute_1D_sparse_data_npu(
@@ -268,6 +319,8 @@ KERNELS = {
         "AutogradPrivateUse1": permute_2D_sparse_data_autograd_npu,
     },
     _P2D_IN1D: {"PrivateUse1": permute_2D_sparse_data_input1D_npu},
+    _P2D_PRE: {"PrivateUse1": permute_2D_sparse_preallocated_out_npu},
+    _LEGACY: {"PrivateUse1": permute_sparse_data_npu},
     _PSF: {"PrivateUse1": permute_sparse_features_npu},
     _INVERT: {"PrivateUse1": invert_permute_npu},
     _EXPAND: {"PrivateUse1": expand_into_jagged_permute_npu},
