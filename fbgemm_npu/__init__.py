@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 register_all()
 _tbe_device.apply()  # upstream's TBE Python on npu: fbgemm_npu/split_table/device.py
 _device.activate()
+from fbgemm_npu import integrations as _integrations  # noqa: E402, F401 - torchrec on npu
 
 device_kind = _device.device_kind
 
