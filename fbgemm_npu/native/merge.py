@@ -10,9 +10,9 @@ means the current npu device, as upstream's CUDA ``merge_pooled_embeddings`` rea
 Semantics follow upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0), measured:
 
 * ``merge_pooled_embeddings``: ``torch.cat(pooled_embeddings, cat_dim)`` into a tensor of the
-  first input's dtype (float32 when every input is empty, upstream's ``at::empty({0})``), then
-  moved to ``target_device``; ``uncat_dim_size`` is not read (upstream's CPU kernel ignores it;
-  its CUDA kernel checks it only when the inputs span devices).
+  first input's dtype (``cat``'s casting rules: floats after an integer first input are
+  refused), then moved to ``target_device``; ``uncat_dim_size`` is not read (upstream's CPU
+  kernel ignores it; its CUDA kernel checks it only when the inputs span devices).
 * ``all_to_one_device``: each input on ``target_device`` (inputs already there are returned
   as they are, as upstream's CUDA kernel does; its CPU kernel returns every input unchanged).
 * ``sum_reduce_to_one``: the sum of the inputs, on ``target_device``, in the first input's dtype
@@ -94,9 +94,7 @@ def merge_pooled_embeddings_npu(
     inputs = _inputs(_MERGE, "pooled_embeddings", pooled_embeddings)
     target = _target(_MERGE, target_device, allow_cpu=True)
     moved = [t if t.device == target else t.to(target) for t in inputs]
-    empty = all(t.numel() == 0 for t in moved)
-    dtype = torch.get_default_dtype() if empty else moved[0].dtype
-    out = torch.empty(0, dtype=dtype, device=target)
+    out = torch.empty(0, dtype=moved[0].dtype, device=target)
     return torch.cat(moved, dim=cat_dim, out=out)
 
 

@@ -63,7 +63,7 @@ def _permute_src(
     ``_assert_async``; fewer for T < 3).  Memoised on ``permute_list`` (with
     ``offset_dim_list``): a caller that passes the same index tensors again launches none.
     """
-    pooled = check_tensor(op, "pooled_embs", pooled_embs)
+    pooled = pooled_embs
     if pooled.dim() < 2:
         raise ValueError(
             f"{op}: argument 'pooled_embs' must be at least 2-D [B_local][Sum_T_global(D)], "
@@ -120,6 +120,13 @@ def _derive_permute_src(op: str, width: int, off: torch.Tensor, perm: torch.Tens
     return torch.sort(inv.index_select(0, block), stable=True).indices
 
 
+def _permute(op: str, pooled_embs: torch.Tensor, *lists: torch.Tensor) -> torch.Tensor:
+    pooled = check_tensor(op, "pooled_embs", pooled_embs)
+    if pooled.numel() == 0:
+        return pooled  # upstream (CPU and CUDA) returns an empty input itself, unchecked
+    return pooled.index_select(1, _permute_src(op, pooled, *lists))
+
+
 def permute_pooled_embs_npu(
     pooled_embs: torch.Tensor,
     offset_dim_list: torch.Tensor,
@@ -130,14 +137,14 @@ def permute_pooled_embs_npu(
     """Output block ``t`` = input block ``permute_list[t]``, blocks cut along dim 1.
 
     Block ``s`` is columns ``[offset_dim_list[s], offset_dim_list[s + 1])`` (block 0 starts at 0,
-    the last block ends at ``pooled_embs.size(1)``, as upstream's CPU kernel cuts them).  Any dtype;
-    index lists int64.  Launches: 11 on first use of an index pair (see ``_permute_src``; 6 with
+    the last block ends at ``pooled_embs.size(1)``, as upstream's CPU kernel cuts them); an empty
+    ``pooled_embs`` is returned as it is, unchecked, as upstream does.  Any dtype; index lists
+    int64.  Launches: 11 on first use of an index pair (see ``_permute_src``; 6 with
     ``FBGEMM_NPU_VALIDATE=0``), 1 (``index_select``) when the pair is passed again.  Syncs: 0.
     """
-    src = _permute_src(
+    return _permute(
         _PPE, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
     )
-    return pooled_embs.index_select(1, src)
 
 
 def permute_pooled_embs_split_npu(
@@ -148,7 +155,7 @@ def permute_pooled_embs_split_npu(
     inv_permute_list: torch.Tensor,
 ) -> torch.Tensor:
     """``permute_pooled_embs`` of the split build (same math, launches and syncs)."""
-    src = _permute_src(
+    return _permute(
         _PPE_SPLIT,
         pooled_embs,
         offset_dim_list,
@@ -156,7 +163,43 @@ def permute_pooled_embs_split_npu(
         inv_offset_dim_list,
         inv_permute_list,
     )
-    return pooled_embs.index_select(1, src)
+
+
+def _check_index_dtypes(op: str, offset_dim_list: object, permute_list: object) -> None:
+    """The auto_grad ops check these first, even for an empty ``pooled_embs`` (as upstream)."""
+    check_dtype(op, "offset_dim_list", check_tensor(op, "offset_dim_list", offset_dim_list),
+                (torch.int64,))  # fmt: skip
+    check_dtype(op, "permute_list", check_tensor(op, "permute_list", permute_list),
+                (torch.int64,))  # fmt: skip
+
+
+def permute_pooled_embs_auto_grad_npu(
+    pooled_embs: torch.Tensor,
+    offset_dim_list: torch.Tensor,
+    permute_list: torch.Tensor,
+    inv_offset_dim_list: torch.Tensor,
+    inv_permute_list: torch.Tensor,
+) -> torch.Tensor:
+    """PrivateUse1 of ``permute_pooled_embs_auto_grad`` (below autograd): the permute."""
+    _check_index_dtypes(_PPE_AG, offset_dim_list, permute_list)
+    return _permute(
+        _PPE_AG, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
+    )
+
+
+def permute_pooled_embs_auto_grad_split_npu(
+    pooled_embs: torch.Tensor,
+    offset_dim_list: torch.Tensor,
+    permute_list: torch.Tensor,
+    inv_offset_dim_list: torch.Tensor,
+    inv_permute_list: torch.Tensor,
+) -> torch.Tensor:
+    """PrivateUse1 of ``permute_pooled_embs_auto_grad_split`` (below autograd): the permute."""
+    _check_index_dtypes(_PPE_AG_SPLIT, offset_dim_list, permute_list)
+    return _permute(
+        _PPE_AG_SPLIT, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list,
+        inv_permute_list,
+    )  # fmt: skip
 
 
 class _PermutePooledEmbsFunction(torch.autograd.Function):
@@ -198,6 +241,7 @@ def permute_pooled_embs_auto_grad_autograd(
     inv_permute_list: torch.Tensor,
 ) -> torch.Tensor:
     """AutogradPrivateUse1 of ``permute_pooled_embs_auto_grad`` (launches as the forward op)."""
+    _check_index_dtypes(_PPE_AG, offset_dim_list, permute_list)
     return _PermutePooledEmbsFunction.apply(
         "permute_pooled_embs",
         pooled_embs,
@@ -216,6 +260,7 @@ def permute_pooled_embs_auto_grad_split_autograd(
     inv_permute_list: torch.Tensor,
 ) -> torch.Tensor:
     """AutogradPrivateUse1 of ``permute_pooled_embs_auto_grad_split``."""
+    _check_index_dtypes(_PPE_AG_SPLIT, offset_dim_list, permute_list)
     return _PermutePooledEmbsFunction.apply(
         "permute_pooled_embs_split",
         pooled_embs,
@@ -241,11 +286,11 @@ KERNELS = {
     _PPE: {"PrivateUse1": permute_pooled_embs_npu},
     _PPE_SPLIT: {"PrivateUse1": permute_pooled_embs_split_npu},
     _PPE_AG: {
-        "PrivateUse1": permute_pooled_embs_npu,
+        "PrivateUse1": permute_pooled_embs_auto_grad_npu,
         "AutogradPrivateUse1": permute_pooled_embs_auto_grad_autograd,
     },
     _PPE_AG_SPLIT: {
-        "PrivateUse1": permute_pooled_embs_split_npu,
+        "PrivateUse1": permute_pooled_embs_auto_grad_split_npu,
         "AutogradPrivateUse1": permute_pooled_embs_auto_grad_split_autograd,
         "Meta": _permute_pooled_embs_meta,
     },

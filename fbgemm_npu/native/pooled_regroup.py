@@ -21,6 +21,7 @@ kernels' (fbgemm-gpu-cpu 1.8.0), measured:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -62,7 +63,7 @@ def _multi_inputs(
                 f"{op}: argument '{name}' must be at least 2-D with at least {batch} rows (the "
                 f"batch of pooled_embs[0]), got shape {tuple(t.shape)}"
             )
-        flat.append(t.narrow(0, 0, batch).reshape(batch, -1))
+        flat.append(t.narrow(0, 0, batch).reshape(batch, math.prod(t.shape[1:])))
     return flat, batch, [t.size(1) for t in flat]
 
 
@@ -159,7 +160,7 @@ class _GatherFunction(torch.autograd.Function):
         out_widths: list[int],
         *pooled_embs: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
-        flat = [t.narrow(0, 0, batch).reshape(batch, -1) for t in pooled_embs]
+        flat = [t.narrow(0, 0, batch).reshape(batch, math.prod(t.shape[1:])) for t in pooled_embs]
         ctx.save_for_backward(src)
         ctx.meta = (batch, [t.size(1) for t in flat], [t.shape for t in pooled_embs])  # type: ignore[attr-defined]
         return tuple(plans.apply_src(flat, src, out_widths))
