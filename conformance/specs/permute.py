@@ -149,6 +149,9 @@ def sparse_inputs(
     weights_2d: bool = False,
     perm_dtypes: tuple[torch.dtype, ...] = (torch.int32,),
     tails: tuple[int, ...] = (0, 0, 0, 3),
+    value_dtypes: tuple[torch.dtype, ...] = VALUE_DTYPES,
+    with_weights: tuple[bool, ...] = (False, True),
+    with_sum: tuple[bool, ...] = (False, True),
     invalid: bool = True,
 ) -> dict[str, Any]:
     """A valid call of one of the sparse-data permutes (one in ten invalid, when allowed)."""
@@ -160,7 +163,7 @@ def sparse_inputs(
                           int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))  # fmt: skip
     total = int(lengths.sum())
     tail = draw(st.sampled_from(tails))  # values longer than the lengths' sum
-    v_dtype = l_dtype if form == "psf" else draw(st.sampled_from(VALUE_DTYPES))
+    v_dtype = l_dtype if form == "psf" else draw(st.sampled_from(value_dtypes))
     vals = fill_values(
         (total + tail,),
         v_dtype,
@@ -170,7 +173,7 @@ def sparse_inputs(
     kind = draw(st.sampled_from(kinds))
     perm = torch.tensor(_permute_list(kind, t_in, gen), dtype=draw(st.sampled_from(perm_dtypes)))
     weights = None
-    if draw(st.booleans()):
+    if draw(st.sampled_from(with_weights)):
         w_dtype = draw(st.sampled_from(weight_dtypes))
         shape = (total + draw(st.sampled_from(tails)),)
         if weights_2d and draw(st.booleans()):
@@ -192,7 +195,7 @@ def sparse_inputs(
     if form == "input1d":
         args["stride"] = b
     args["weights"] = None if weights is None else _view(weights, draw(st.sampled_from(layouts)))
-    if form != "psf" and draw(st.booleans()):
+    if form != "psf" and draw(st.sampled_from(with_sum)):
         args["permuted_lengths_sum"] = int(lengths[perm.long()].sum()) if perm.numel() else 0
     if invalid and draw(st.integers(0, 9)) == 9:
         _spoil(draw, args, form)
@@ -437,8 +440,7 @@ SPECS = [
     # backward needs both).
     OpSpec("permute_2D_sparse_data[grad]", _kw_op(F.permute_2D_sparse_data),
            sparse_inputs(kinds=("permutation",), weight_dtypes=(torch.float32, torch.float64),
-                         tails=(0,), invalid=False).filter(
-               lambda kw: kw["weights"] is not None and kw.get("permuted_lengths_sum") is None
-               and _real(kw["values"]).is_floating_point()),
+                         tails=(0,), value_dtypes=(torch.float32, torch.float16),
+                         with_weights=(True,), invalid=False),
            EXACT, _budget, backward=True, grad_inputs=("values", "weights")),
 ]  # fmt: skip

@@ -37,7 +37,6 @@ from conformance.specs.permute import (
     _budget,
     _expand_budget,
     _invert_budget,
-    _real,
     expand_inputs,
     expand_reference,
     invert_inputs,
@@ -118,8 +117,8 @@ SPECS = [
     OpSpec("permute_2D_sparse_data[grad_repeats]",
            _reference_op("permute_2D_sparse_data", permute_reference),
            sparse_inputs(kinds=("repeats",), weight_dtypes=(torch.float32,), weights_2d=True,
-                         invalid=False).filter(
-               lambda kw: kw["weights"] is not None and _real(kw["values"]).is_floating_point()),
+                         value_dtypes=(torch.float32, torch.bfloat16), with_weights=(True,),
+                         invalid=False),
            GRAD_SUMS, _budget, reference=permute_reference, backward=True,
            grad_inputs=("values", "weights")),
 ]  # fmt: skip
