@@ -1,4 +1,4 @@
-"""``python -m bench ops [--family F] [--repeats N] [--out FILE.md]``.
+"""``python -m bench ops [--family F] [--repeats N] [--out FILE.md]``; ``python -m bench tbe``.
 
 Each module ``bench/ops_<family>.py`` exports ``CASES: list[Case]``; this runs them all (or those
 whose family matches ``--family``), prints the table and writes it to ``--out``.
@@ -33,7 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     ops.add_argument("--family", default="*", help="fnmatch pattern on the family name")
     ops.add_argument("--repeats", type=int, default=15)
     ops.add_argument("--out", type=Path, default=Path("bench/results/ops.md"))
+    tbe = sub.add_parser("tbe", help="TBE lookup (rowwise AdaGrad): ours vs upstream on CPU")
+    tbe.add_argument("--repeats", type=int, default=10)
+    tbe.add_argument("--out", type=Path, default=Path("bench/results/tbe.md"))
     args = parser.parse_args(argv)
+    if args.what == "tbe":
+        from bench import tbe as tbe_bench
+
+        return tbe_bench.main(args.repeats, args.out)
 
     from fbgemm_npu.testing import simulate
 
