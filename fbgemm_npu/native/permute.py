@@ -13,7 +13,8 @@ a KJT out) and ``permute`` of ``T`` feature indices::
 
 with ``s``/``o`` the exclusive cumsums of ``lengths``/``permuted_lengths`` (row-major).  ``permute``
 may repeat or drop features.  The 1-D form permutes single segments (``B = 1``).  The values are
-one gather ``values[idx]`` with ``idx`` from :func:`segment_gather_index`.
+one gather ``values[idx]`` with ``idx`` from ``_permute_utils.segment_gather_index`` (int32 when
+every position fits, halving its bytes).
 
 Semantics measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0) and read from its CUDA ones:
 
@@ -32,11 +33,13 @@ Semantics measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0) and read fro
   None), as upstream's CPU kernels return;
 * ``permute_sparse_features``: ``lengths`` and ``indices`` must share a dtype (upstream checks).
 
-Inputs for which upstream reads or writes out of bounds are refused with a ``ValueError`` naming
-the argument: a ``permute`` index outside ``[0, T_in)``, negative ``lengths``, ``sum(lengths)``
-above ``values.numel()`` or ``weights.size(0)``, a ``permuted_lengths_sum`` other than the sum of
-the permuted lengths.  Upstream bugs not copied: its 2-D CPU kernels read a non-contiguous
-``permute`` through its raw data pointer (wrong result, or a failed huge allocation).
+Inputs for which upstream reads or writes out of bounds are refused with an error naming the op
+and the argument (``ValueError`` when the output size is read back anyway, else the
+``RuntimeError`` of one device assert): a ``permute`` index outside ``[0, T_in)``, negative
+``lengths``, ``sum(lengths)`` above ``values.numel()`` or ``weights.size(0)``, a
+``permuted_lengths_sum`` other than the sum of the permuted lengths.  Upstream bugs not copied:
+its 2-D CPU kernels read a non-contiguous ``permute`` through its raw data pointer (wrong result,
+or a failed huge allocation).
 
 Launches per call (``FBGEMM_NPU_VALIDATE=0``): 10 without weights, 11 with (the lengths gather,
 two cumsums, the start gather and difference, four for the gather index, one gather per output
