@@ -191,12 +191,12 @@ def test_toy_problem_trains(style: str, optimizer: O) -> None:
 
 
 @pytest.mark.parametrize("optim", ["SGD", "Adagrad"])
-def test_dense_tbe_trains_like_cpu(optim: str) -> None:
-    """DenseTBE + a torch optimizer: npu and CPU twins stay equal over 3 steps (MEAN pooling,
-    per-sample weights, mixed dims)."""
+@pytest.mark.parametrize("pooling, weighted", [(PoolingMode.SUM, True), (PoolingMode.MEAN, False)])
+def test_dense_tbe_trains_like_cpu(optim: str, pooling: PoolingMode, weighted: bool) -> None:
+    """DenseTBE + a torch optimizer: npu and CPU twins stay equal over 3 steps (mixed dims)."""
     specs = [(20, 4), (30, 8)]
-    cpu = DenseTableBatchedEmbeddingBagsCodegen(specs, use_cpu=True, pooling_mode=PoolingMode.SUM)
-    npu = DenseTableBatchedEmbeddingBagsCodegen(specs, pooling_mode=PoolingMode.SUM)
+    cpu = DenseTableBatchedEmbeddingBagsCodegen(specs, use_cpu=True, pooling_mode=pooling)
+    npu = DenseTableBatchedEmbeddingBagsCodegen(specs, pooling_mode=pooling)
     with torch.no_grad():
         npu.weights.copy_(cpu.weights.detach())
     opts = [getattr(torch.optim, optim)([m.weights], lr=0.1) for m in (cpu, npu)]
@@ -208,7 +208,7 @@ def test_dense_tbe_trains_like_cpu(optim: str) -> None:
         for m, opt in zip((cpu, npu), opts, strict=True):
             dev = m.weights.device
             opt.zero_grad()
-            out = m(idx.to(dev), off.to(dev), psw.to(dev))
+            out = m(idx.to(dev), off.to(dev), psw.to(dev) if weighted else None)
             out.backward(go.to(dev))
             opt.step()
             outs.append(out.detach().cpu())
