@@ -53,7 +53,7 @@ def _target(op: str, target_device: torch.device | str, allow_cpu: bool = False)
         return target
     if target.type != npu:
         where = f"{npu} or cpu" if allow_cpu else npu
-        raise ValueError(f"{op}: argument 'target_device' must be a {where} device, got {target}")
+        raise ValueError(f"{op}: argument 'target_device' must be an {where} device, got {target}")
     count = torch.npu.device_count()
     index = torch.npu.current_device() if target.index is None else target.index
     if not 0 <= index < count:
@@ -95,7 +95,13 @@ def merge_pooled_embeddings_npu(
     target = _target(_MERGE, target_device, allow_cpu=True)
     moved = [t if t.device == target else t.to(target) for t in inputs]
     out = torch.empty(0, dtype=moved[0].dtype, device=target)
-    return torch.cat(moved, dim=cat_dim, out=out)
+    try:
+        return torch.cat(moved, dim=cat_dim, out=out)
+    except (RuntimeError, IndexError) as exc:  # shapes, ranks, cat_dim or dtypes that disagree
+        raise ValueError(
+            f"{_MERGE}: argument 'pooled_embeddings' cannot be concatenated along "
+            f"cat_dim={cat_dim} into {moved[0].dtype}: {exc}"
+        ) from exc
 
 
 def all_to_one_device_npu(
@@ -120,6 +126,22 @@ def sum_reduce_to_one_npu(
     """
     inputs = _inputs(_SUM_REDUCE, "input_tensors", input_tensors)
     target = _target(_SUM_REDUCE, target_device)
+    first = inputs[0]
+    for k, t in enumerate(inputs[1:], 1):
+        if not torch.can_cast(torch.result_type(first, t), first.dtype):
+            raise ValueError(
+                f"{_SUM_REDUCE}: argument 'input_tensors[{k}]' ({t.dtype}) cannot be added into "
+                f"the sum, which has input_tensors[0]'s dtype {first.dtype}"
+            )
+        try:
+            shape = torch.broadcast_shapes(first.shape, t.shape)
+        except RuntimeError:
+            shape = None
+        if shape != first.shape:
+            raise ValueError(
+                f"{_SUM_REDUCE}: argument 'input_tensors[{k}]' of shape {tuple(t.shape)} does "
+                f"not broadcast to input_tensors[0]'s shape {tuple(first.shape)}"
+            )
     # A copy even on the target: the inputs are the caller's and are not written to.
     acc = inputs[0].to(target, copy=True)
     for t in inputs[1:]:

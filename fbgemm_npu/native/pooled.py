@@ -203,13 +203,14 @@ def permute_pooled_embs_auto_grad_split_npu(
 
 
 class _PermutePooledEmbsFunction(torch.autograd.Function):
-    """Forward: the permute op; backward: the same op with the inverse lists (upstream's formula:
-    ``grad = permute(grad_out, inv_offset_dim_list, inv_permute_list, offset_dim_list,
-    permute_list)``)."""
+    """Forward: ``op`` below autograd (our PrivateUse1 kernel); backward: the non-autograd
+    ``base`` op with the inverse lists, upstream's formula: ``grad = base(grad_out,
+    inv_offset_dim_list, inv_permute_list, offset_dim_list, permute_list)``."""
 
     @staticmethod
     def forward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx,
+        op: str,
         base: str,
         pooled_embs: torch.Tensor,
         offset_dim_list: torch.Tensor,
@@ -220,7 +221,7 @@ class _PermutePooledEmbsFunction(torch.autograd.Function):
         ctx.base = base  # type: ignore[attr-defined]
         ctx.save_for_backward(offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)
         with torch._C._AutoDispatchBelowAutograd():
-            return getattr(F, base)(
+            return getattr(F, op)(
                 pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
             )
 
@@ -229,8 +230,8 @@ class _PermutePooledEmbsFunction(torch.autograd.Function):
         ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         off, perm, inv_off, inv_perm = ctx.saved_tensors  # type: ignore[attr-defined]
-        grad_in = getattr(F, ctx.base)(grad, inv_off, inv_perm, off, perm)  # type: ignore[attr-defined]
-        return None, grad_in, None, None, None, None
+        base = getattr(F, ctx.base)  # type: ignore[attr-defined]
+        return None, None, base(grad, inv_off, inv_perm, off, perm), None, None, None, None
 
 
 def permute_pooled_embs_auto_grad_autograd(
@@ -243,6 +244,7 @@ def permute_pooled_embs_auto_grad_autograd(
     """AutogradPrivateUse1 of ``permute_pooled_embs_auto_grad`` (launches as the forward op)."""
     _check_index_dtypes(_PPE_AG, offset_dim_list, permute_list)
     return _PermutePooledEmbsFunction.apply(
+        "permute_pooled_embs_auto_grad",
         "permute_pooled_embs",
         pooled_embs,
         offset_dim_list,
@@ -262,6 +264,7 @@ def permute_pooled_embs_auto_grad_split_autograd(
     """AutogradPrivateUse1 of ``permute_pooled_embs_auto_grad_split``."""
     _check_index_dtypes(_PPE_AG_SPLIT, offset_dim_list, permute_list)
     return _PermutePooledEmbsFunction.apply(
+        "permute_pooled_embs_auto_grad_split",
         "permute_pooled_embs_split",
         pooled_embs,
         offset_dim_list,
