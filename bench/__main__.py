@@ -36,7 +36,18 @@ def main(argv: list[str] | None = None) -> int:
     tbe = sub.add_parser("tbe", help="TBE lookup (rowwise AdaGrad): ours vs upstream on CPU")
     tbe.add_argument("--repeats", type=int, default=10)
     tbe.add_argument("--out", type=Path, default=Path("bench/results/tbe.md"))
+    for p in (ops, tbe):
+        p.add_argument(
+            "--threads",
+            type=int,
+            default=1,
+            help="intra-op CPU threads for both sides (default 1: on a shared 2-core machine more "
+            "threads add noise, not speed, and both sides get the same)",
+        )
     args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
     if args.what == "tbe":
         from bench import tbe as tbe_bench
 
@@ -55,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(run_case(case, repeats=args.repeats))
     text = (
         f"npu device: {kind}; times are CPU wall times of both kernels on the same CPU tensors, "
-        f"median of {args.repeats}; launches/syncs are one call on npu.\n\n" + table(rows)
+        f"{args.threads} thread(s), median of {args.repeats}; launches/syncs are one call on "
+        "npu.\n\n" + table(rows)
     )
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
