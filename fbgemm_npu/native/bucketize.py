@@ -58,6 +58,7 @@ from fbgemm_npu.native._checks import (
     check_same_device,
     check_same_dtype,
     check_tensor,
+    validation_enabled,
 )
 
 __all__ = [
@@ -108,21 +109,16 @@ def _check_common(op: str, my_size: int, weights: Opt, **tensors: Opt) -> None:
 def _validate(op: str, lengths: torch.Tensor, num_indices: int, extra: list[tuple[
         torch.Tensor, str]]) -> None:  # fmt: skip
     """One device-side check: ``lengths >= 0`` summing to ``num_indices``, plus ``extra``
-    (0-D bool, description) conditions.  Launches: 6, +1 per extra condition (plus its own)."""
+    (0-D bool, description) conditions.  Launches: 6, +1 per extra condition (plus its own);
+    none when ``FBGEMM_NPU_VALIDATE=0``."""
+    if not validation_enabled():
+        return
     ok = torch.logical_and(torch.ge(lengths, 0).all(), torch.eq(lengths.sum(), num_indices))
     what = [f"argument 'lengths' must be non-negative and sum to indices.numel() = {num_indices}"]
     for cond, text in extra:
         ok = torch.logical_and(ok, cond)
         what.append(text)
     check_on_device(op, ok, "; ".join(what))
-
-
-def _positions(seg: torch.Tensor, order: torch.Tensor, dtype: torch.dtype,
-               arange: torch.Tensor) -> torch.Tensor:  # fmt: skip
-    """``i - rowstart(i)`` in output order; the row start of an element is the first index of
-    its row id in the non-decreasing ``seg``.  Launches: 3."""
-    start = torch.searchsorted(seg, seg, out_int32=dtype == torch.int32)
-    return torch.sub(arange, start).index_select(0, order)
 
 
 def _block_bucketize(
@@ -181,19 +177,22 @@ def _block_bucketize(
 
     total = None if total_num_blocks is None else total_num_blocks.reshape(-1)
     extra: list[tuple[torch.Tensor, str]] = []
+    check = validation_enabled()
     batch = batch_size_per_feature
     if batch is not None:
         batch = batch.reshape(-1)
+    if batch is not None and check:
         ok = torch.logical_and(torch.ge(batch, 0).all(), torch.eq(batch.sum(), n))
         extra.append((ok, "argument 'batch_size_per_feature' must be non-negative and sum to "
                           f"lengths.numel() = {n}"))  # fmt: skip
     local_blocks = None
     if total is not None and not pos:
         local_blocks = torch.floor_divide(total, p_size)
+    if local_blocks is not None and check:
         ok = torch.eq(torch.mul(local_blocks.clamp(min=1), p_size), total).all()
         extra.append((ok, f"argument 'total_num_blocks' must hold positive multiples of "
                           f"my_size = {p_size}"))  # fmt: skip
-    elif total is not None:
+    elif total is not None and check:
         ok = torch.logical_or(torch.gt(total, 0), torch.ne(blocks, 0)).all()
         extra.append((ok, "argument 'total_num_blocks' must be positive where block_sizes is 0"))
     _validate(op, lengths_, n_idx, extra)
@@ -241,7 +240,7 @@ def _block_bucketize(
     new_pos = unbucketize = mapping = None
     if bucketize_pos:
         assert arange is not None
-        new_pos = _positions(seg, order, dtype, arange).view(indices.shape)
+        new_pos = ub.row_positions(seg, order, arange).view(indices.shape)
     if sequence:
         assert arange is not None
         unbucketize = torch.empty_like(arange).scatter_(0, order, arange)
@@ -281,11 +280,14 @@ def block_bucketize_sparse_features_npu(
 ) -> Out5:
     """Block bucketize: ``(new_lengths, new_indices, new_weights, new_pos, unbucketize_permute)``.
 
-    See the module docstring for the math and dtypes.  Launches (validation on, uniform blocks,
-    no VBE, no total_num_blocks): 24 for int64 indices and 23 for int32 when ``my_size`` is a
-    power of two, one more otherwise; +1 per output among weights, sequence (+2 with the arange),
-    bucketize_pos (+3/+4), keep_orig_idx_per_feature (+2), VBE (+5), total_num_blocks (+15);
-    variable blocks (block_bucketize_pos) about 45.  Syncs: 0.
+    See the module docstring for the math and dtypes.  Launches of the kernel, uniform blocks:
+    20 when ``my_size`` is a power of two, 21 otherwise (the unsigned shift of negative indices);
+    +1 with weights, +2 with sequence (arange, scatter), +4 with bucketize_pos (+3 once sequence
+    made the arange), +2 with keep_orig_idx_per_feature, +1 with VBE, +14 with total_num_blocks
+    (a per-feature unsigned divisor); variable blocks (block_bucketize_pos): 42 (+1 for int32
+    indices, +2 when ``my_size`` is not a power of two; 56 with total_num_blocks).  The data check
+    adds 6 (+6 with VBE, +5 with total_num_blocks), none with ``FBGEMM_NPU_VALIDATE=0``; a
+    non-contiguous multi-dimensional input adds its copy.  Syncs: 0.
     """
     out = _block_bucketize(
         BLOCK, lengths, indices, bucketize_pos, sequence, block_sizes, my_size, weights, None,
@@ -358,8 +360,8 @@ def bucketize_sparse_features_npu(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Cyclic bucketize: bucket ``u % my_size``, new index ``u // my_size`` (``u`` the unsigned
     index); outputs ``(new_lengths, new_indices, new_weights, new_pos)`` as for the block op.
-    Launches: 18 for int64 indices (17 for int32) when ``my_size`` is a power of two, one more
-    otherwise; +1 with weights, +4 with bucketize_pos.  Syncs: 0."""
+    Launches: 12 when ``my_size`` is a power of two, 13 otherwise; +1 with weights, +4 with
+    bucketize_pos; the data check adds 6.  Syncs: 0."""
     _check_cyclic(lengths, indices, my_size, weights)
     lengths_, x, p_size = lengths.reshape(-1), indices.reshape(-1), int(my_size)
     n, n_idx = lengths_.numel(), x.numel()
@@ -373,7 +375,7 @@ def bucketize_sparse_features_npu(
         new_weights = weights.reshape(-1).index_select(0, order).view(weights.shape)
     if bucketize_pos:
         arange = torch.arange(n_idx, dtype=x.dtype, device=x.device)
-        new_pos = _positions(seg, order, x.dtype, arange).view(indices.shape)
+        new_pos = ub.row_positions(seg, order, arange).view(indices.shape)
     return counts, new.index_select(0, order).view(indices.shape), new_weights, new_pos
 
 
