@@ -1,0 +1,316 @@
+"""The main job: torchrec's DLRM, sharded with DistributedModelParallel, trained on npu.
+
+    python -m fbgemm_npu.examples.dlrm [--processes 2] [--sharding-type row_wise|all|auto]
+                                       [--model dlrm|dcn] [--batch-size 64] [--steps 20] ...
+
+Trains torchrec's own ``DLRM`` (or ``DLRM_DCN``) over an ``EmbeddingBagCollection`` on random
+Criteo-shaped batches (13 dense, 26 sparse features), wrapped in ``DistributedModelParallel`` on
+the ``npu`` device with row-wise adagrad fused into the embedding backward, through
+``TrainPipelineSparseDist``; then trains the same model from the same weights on the same data on
+the CPU with upstream fbgemm, and checks that the losses agree.  ``--processes N`` spawns N ranks
+joined by the ``hccl`` backend (on the simulated device: fbgemm_npu's gloo-staged stand-in).
+Without an Ascend NPU (torch_npu not installed) the run uses fbgemm_npu's simulated npu device and
+says so.  Prints loss and samples/s of both runs; exits 1 when a loss differs by more than the
+tolerance, or when a traced step ran an ``fbgemm::`` op off our npu kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import socket
+import sys
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["RankReport", "main", "parse_args", "run_rank", "within_tolerance"]
+
+# |loss_npu - loss_cpu| <= ATOL + RTOL * |loss_cpu|, step by step: float32 sums in another order.
+ATOL = 1e-5
+RTOL = 1e-4
+
+
+@dataclass
+class RankReport:
+    """One rank's outcome for one sharding type (picklable, sent back to the launcher)."""
+
+    sharding_type: str
+    rank: int
+    npu_losses: list[float] = field(default_factory=list)
+    cpu_losses: list[float] = field(default_factory=list)
+    npu_samples_per_s: float = float("nan")
+    cpu_samples_per_s: float = float("nan")
+    foreign: list[str] = field(default_factory=list)
+    trace_ok: bool | None = None
+    trace_summary: str = ""
+    plan: str = ""
+
+    def max_diff(self) -> float:
+        diffs = [abs(a - b) for a, b in zip(self.npu_losses, self.cpu_losses, strict=False)]
+        return max(diffs) if diffs else float("nan")
+
+
+def within_tolerance(
+    npu: list[float], cpu: list[float], atol: float = ATOL, rtol: float = RTOL
+) -> bool:
+    """Whether every npu loss equals the CPU loss of the same step within the tolerance."""
+    return len(npu) == len(cpu) > 0 and all(
+        math.isfinite(a) and abs(a - b) <= atol + rtol * abs(b)
+        for a, b in zip(npu, cpu, strict=True)
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from fbgemm_npu.examples.dlrm_train import SHARDING_TYPES
+
+    p = argparse.ArgumentParser(
+        prog="python -m fbgemm_npu.examples.dlrm",
+        description="Train torchrec's DLRM with DistributedModelParallel on npu; check vs CPU.",
+    )
+    p.add_argument("--processes", type=int, default=1, help="ranks to spawn (default 1)")
+    p.add_argument(
+        "--sharding-type",
+        default="table_wise",
+        choices=[*SHARDING_TYPES, "auto", "all"],
+        help="sharding type of every table; 'auto': the planner chooses; 'all': each in turn",
+    )
+    p.add_argument("--model", default="dlrm", choices=["dlrm", "dcn"], help="DLRM or DLRM_DCN")
+    p.add_argument("--batch-size", type=int, default=64, help="samples per rank per step")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--num-embeddings", type=int, default=1000, help="rows per table")
+    p.add_argument("--embedding-dim", type=int, default=16, help="a multiple of 4")
+    p.add_argument("--tables", type=int, default=26, help="sparse features, one table each")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-pipeline", action="store_true", help="plain loop, no train pipeline")
+    p.add_argument("--no-cpu-check", action="store_true", help="skip the CPU reference run")
+    p.add_argument("--no-trace", action="store_true", help="skip the trace of the first step")
+    p.add_argument("--atol", type=float, default=ATOL)
+    p.add_argument("--rtol", type=float, default=RTOL)
+    args = p.parse_args(argv)
+    if args.processes < 1 or args.batch_size < 1 or args.steps < 1 or args.tables < 1:
+        p.error("--processes, --batch-size, --steps and --tables must be positive")
+    if args.embedding_dim < 4 or args.embedding_dim % 4:
+        p.error("--embedding-dim must be a positive multiple of 4 (FBGEMM's TBE needs it)")
+    return args
+
+
+def _config(args: argparse.Namespace, sharding_type: str) -> Any:
+    from fbgemm_npu.examples.dlrm_train import RunConfig
+
+    return RunConfig(
+        model=args.model,
+        sharding_type=sharding_type,
+        num_sparse=args.tables,
+        num_embeddings=args.num_embeddings,
+        embedding_dim=args.embedding_dim,
+        batch_size=args.batch_size,
+        steps=args.steps,
+        lr=args.lr,
+        seed=args.seed,
+        pipeline=not args.no_pipeline,
+    )
+
+
+def _sharding_types(args: argparse.Namespace) -> list[str]:
+    from fbgemm_npu.examples.dlrm_train import SHARDING_TYPES
+
+    return list(SHARDING_TYPES) if args.sharding_type == "all" else [args.sharding_type]
+
+
+def _progress(enabled: bool, total: int, desc: str) -> Any:
+    """A tqdm bar on rank 0 (a silent stand-in elsewhere)."""
+
+    class _Silent:
+        def update(self, n: int = 1) -> None: ...
+        def set_postfix_str(self, s: str) -> None: ...
+        def close(self) -> None: ...
+
+    if not enabled:
+        return _Silent()
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="step", file=sys.stdout, dynamic_ncols=True)
+
+
+def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list[RankReport]:
+    """One rank: the npu run (traced first step) and the CPU run, for each sharding type."""
+    import torch
+    import torch.distributed as dist
+
+    from fbgemm_npu.examples import dlrm_train
+    from fbgemm_npu.examples.trace import trace
+
+    device = torch.device("npu", rank)
+    torch.npu.set_device(device)
+    dist.init_process_group(
+        backend="cpu:gloo,npu:hccl",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+    )
+    reports = []
+    try:
+        for sharding_type in _sharding_types(args):
+            cfg = _config(args, sharding_type)
+            rep = RankReport(sharding_type=sharding_type, rank=rank)
+            traced: list[Any] = []
+
+            def hook(step: int, run: Any, traced: list[Any] = traced) -> Any:
+                if step != 0 or args.no_trace:
+                    return run()
+                traced.append(trace(run, device.type))
+                return traced[-1].result
+
+            npu_plan = None  # the CPU run uses the npu planner's plan: the same sharding
+            for dev in (device, torch.device("cpu")):
+                if dev.type == "cpu" and args.no_cpu_check:
+                    continue
+                bar = _progress(rank == 0, cfg.steps, f"{dev.type} {sharding_type}")
+
+                def progress(step: int, loss: float, bar: Any = bar) -> None:
+                    bar.update()
+                    bar.set_postfix_str(f"loss {loss:.5f}")
+
+                result = dlrm_train.train(
+                    cfg,
+                    dev,
+                    plan=npu_plan,
+                    progress=progress,
+                    step_hook=hook if dev.type != "cpu" else None,
+                )
+                bar.close()
+                if dev.type != "cpu":
+                    rep.npu_losses, rep.npu_samples_per_s = result.losses, result.samples_per_s
+                    npu_plan, rep.plan = result.plan, str(result.plan)
+                else:
+                    rep.cpu_losses, rep.cpu_samples_per_s = result.losses, result.samples_per_s
+                rep.foreign += [f"{dev.type} run: {f}" for f in result.foreign_tensors]
+            if traced:
+                rep.trace_ok, rep.trace_summary = traced[0].ok, traced[0].summary()
+            reports.append(rep)
+    finally:
+        dist.destroy_process_group()
+    return reports
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _child(rank: int, world: int, port: int, args: argparse.Namespace, queue: Any) -> None:
+    try:
+        _activate_device(quiet=True)
+        queue.put((rank, [asdict(r) for r in run_rank(rank, world, port, args)], None))
+    except BaseException:  # noqa: BLE001 - the launcher reports it
+        queue.put((rank, None, traceback.format_exc()))
+
+
+def _activate_device(quiet: bool = False) -> str:
+    """Import fbgemm_npu and make ``npu`` usable: the real device, else the simulated one."""
+    import fbgemm_npu
+
+    kind = fbgemm_npu.device_kind()
+    if kind == "none":
+        os.environ["FBGEMM_NPU_SIMULATE"] = "1"  # spawned ranks inherit it
+        from fbgemm_npu.testing import simulate
+
+        kind = simulate()
+    if not quiet:
+        import torch
+
+        if kind == "real":
+            print(f"device: Ascend NPU (torch_npu), {torch.npu.device_count()} device(s)")
+        else:
+            print(
+                "device: SIMULATED npu (fbgemm_npu.testing) - torch_npu is not installed, so every "
+                "npu kernel runs on the host CPU; npu samples/s measure the simulator, not an NPU"
+            )
+    return kind
+
+
+def launch(args: argparse.Namespace) -> list[RankReport]:
+    """Run every rank (in this process when ``--processes 1``) and collect their reports."""
+    import torch
+
+    _activate_device()
+    if args.processes > torch.npu.device_count():
+        raise SystemExit(
+            f"dlrm: --processes {args.processes} needs as many npu devices; "
+            f"{torch.npu.device_count()} present (simulator: set FBGEMM_NPU_SIM_DEVICES)"
+        )
+    port = _free_port()
+    if args.processes == 1:
+        return run_rank(0, 1, port, args)
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    procs = [
+        ctx.Process(target=_child, args=(r, args.processes, port, args, queue))
+        for r in range(args.processes)
+    ]
+    for p in procs:
+        p.start()
+    reports, errors = [], []
+    for _ in procs:
+        rank, reps, err = queue.get()
+        if err is not None:
+            errors.append(f"rank {rank}:\n{err}")
+        else:
+            reports += [RankReport(**r) for r in reps]
+    for p in procs:
+        p.join()
+    if errors:
+        raise RuntimeError("dlrm: a rank failed\n" + "\n".join(errors))
+    return reports
+
+
+def report(args: argparse.Namespace, reports: list[RankReport]) -> bool:
+    """Print the outcome; True when every check passed."""
+    ok = True
+    print(f"\nDLRM ({args.model}), {args.processes} process(es), batch {args.batch_size}/rank, "
+          f"{args.steps} steps, {args.tables} tables x {args.num_embeddings} rows x "
+          f"{args.embedding_dim}")  # fmt: skip
+    for st in dict.fromkeys(r.sharding_type for r in reports):
+        reps = sorted((r for r in reports if r.sharding_type == st), key=lambda r: r.rank)
+        r0 = reps[0]
+        print(f"\n[{st}] npu loss {r0.npu_losses[0]:.6f} -> {r0.npu_losses[-1]:.6f}   "
+              f"npu {r0.npu_samples_per_s:,.0f} samples/s")  # fmt: skip
+        if not args.no_cpu_check:
+            good = all(
+                within_tolerance(r.npu_losses, r.cpu_losses, args.atol, args.rtol) for r in reps
+            )
+            diff = max(r.max_diff() for r in reps)
+            print(f"[{st}] cpu loss {r0.cpu_losses[0]:.6f} -> {r0.cpu_losses[-1]:.6f}   "
+                  f"cpu {r0.cpu_samples_per_s:,.0f} samples/s (upstream fbgemm)")  # fmt: skip
+            print(f"[{st}] loss check npu vs cpu, every step and rank: max |diff| {diff:.2e} "
+                  f"(tolerance {args.atol:g} + {args.rtol:g}*|loss|): "
+                  f"{'OK' if good else 'MISMATCH'}")  # fmt: skip
+            ok &= good
+        if r0.trace_ok is not None:
+            traced_ok = all(r.trace_ok for r in reps)
+            print(f"[{st}] trace of step 0: every fbgemm op on our npu kernels, no model tensor "
+                  f"left the device: {'OK' if traced_ok else 'FAILED'}")  # fmt: skip
+            if not traced_ok:
+                print(r0.trace_summary)
+            ok &= traced_ok
+        foreign = [f for r in reps for f in r.foreign]
+        if foreign:
+            print(f"[{st}] model state off its device: {foreign[:5]}")
+            ok = False
+    print("\nPASSED" if ok else "\nFAILED")
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    return 0 if report(args, launch(args)) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

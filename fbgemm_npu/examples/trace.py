@@ -1,0 +1,195 @@
+"""A trace of one training step: which ``fbgemm::`` ops ran, on which kernel, what left the device.
+
+:func:`trace` runs a callable under three observers:
+
+* a torch-function mode that sees every ``torch.ops.fbgemm.*`` / ``torch.ops.mxrec.*`` call made
+  from Python (torchrec, upstream's TBE frontend, our kernels), above autograd, with the devices
+  of its tensors.  A call on npu "ran our kernel" when fbgemm_npu registered a PrivateUse1 or
+  AutogradPrivateUse1 kernel for it (or the op is CompositeImplicitAutograd upstream: it
+  decomposes into ops seen here and below); else the simulator's CPU fallback ran upstream's CPU
+  kernel for it ("fallback").  A call with CPU tensors only ran upstream's CPU kernel, off the
+  device;
+* :func:`fbgemm_npu.testing.counters.count`, below autograd: device launches, host syncs, and
+  custom ops that reached the device with no kernel of ours;
+* a dispatch mode that lists device-to-host copies: floating-point ones are a tensor of the model
+  (weights, activations, gradients) leaving the device; integer ones are metadata torchrec reads
+  back (all-to-all splits), as on cuda.  Copies made by the simulated ``hccl`` backend to stage a
+  collective through gloo are not counted: real HCCL moves the data device to device.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter as Tally
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from fbgemm_npu._registry import REGISTRY
+from fbgemm_npu.testing.counters import count
+
+__all__ = ["StepTrace", "trace"]
+
+_COPIES = frozenset({"_to_copy", "copy_", "_copy_from", "_copy_from_and_resize"})
+_CUSTOM_NAMESPACES = frozenset({"fbgemm", "mxrec"})
+_OUR_KEYS = frozenset({"PrivateUse1", "AutogradPrivateUse1"})
+_STAGING_MODULE = "fbgemm_npu/testing/collectives.py"
+
+
+@dataclass
+class StepTrace:
+    """What one traced call did on the device ``device_type``."""
+
+    device_type: str
+    npu_calls: Tally[str] = field(default_factory=Tally)  # op -> calls on the device, ours
+    decomposed_calls: Tally[str] = field(default_factory=Tally)  # CompositeImplicit upstream
+    fallback_calls: Tally[str] = field(default_factory=Tally)  # on the device, no kernel of ours
+    cpu_calls: Tally[str] = field(default_factory=Tally)  # custom ops that ran on CPU tensors
+    missing_below: list[str] = field(default_factory=list)  # counters: no device kernel
+    float_to_host: list[str] = field(default_factory=list)  # "dtype[shape] via aten.op"
+    int_to_host: list[str] = field(default_factory=list)  # metadata read back (splits...)
+    launches: int = 0
+    syncs: int = 0
+    result: Any = None
+
+    @property
+    def ok(self) -> bool:
+        """Every custom op ran our device kernel and no floating-point tensor left the device."""
+        return (
+            bool(self.npu_calls)
+            and not self.fallback_calls
+            and not self.missing_below
+            and not self.cpu_calls
+            and not self.float_to_host
+        )
+
+    def summary(self) -> str:
+        """A short text report."""
+        lines = ["fbgemm ops called (calls, kernel):"]
+        for tally, what in (
+            (self.npu_calls, f"ours on {self.device_type}"),
+            (self.decomposed_calls, "decomposes (upstream composite)"),
+            (self.fallback_calls, "FALLBACK to upstream CPU kernel"),
+            (self.cpu_calls, "ON CPU"),
+        ):
+            for op, n in sorted(tally.items()):
+                lines.append(f"  {op:<58} {n:>4}  {what}")
+        for item in self.missing_below:
+            lines.append(f"  reached the device with no kernel of ours: {item}")
+        lines.append(f"device launches {self.launches}, host syncs {self.syncs}")
+        lines.append(f"floating-point tensors copied to host: {len(self.float_to_host)}")
+        for item in self.float_to_host[:10]:
+            lines.append(f"  {item}")
+        lines.append(f"integer metadata copied to host: {len(self.int_to_host)}")
+        return "\n".join(lines)
+
+
+def _devices(args: tuple, kwargs: dict) -> set[str]:
+    return {t.device.type for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+
+
+def _staged_by_simulated_collective() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.replace("\\", "/").endswith(_STAGING_MODULE):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _kernel_kind(qualname: str) -> str:
+    """ "ours", "decomposes" or "fallback" for a custom op called on the device."""
+    if _OUR_KEYS & set(REGISTRY.registered.get(qualname, ())):
+        return "ours"
+    if torch._C._dispatch_has_kernel_for_dispatch_key(qualname, "CompositeImplicitAutograd"):
+        return "decomposes"
+    return "fallback"
+
+
+class _CustomOpMode(TorchFunctionMode):
+    """Every custom-op call made from Python, with the devices of its tensors."""
+
+    def __init__(self, rec: StepTrace) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __torch_function__(
+        self, func: Any, types: tuple, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            ns = (
+                func.namespace
+                if isinstance(func, torch._ops.OpOverload)
+                else func._qualified_op_name.split("::")[0]
+            )
+            if ns in _CUSTOM_NAMESPACES:
+                self._record(func, _devices(args, kwargs))
+        return func(*args, **kwargs)
+
+    def _record(self, func: Any, devices: set[str]) -> None:
+        if isinstance(func, torch._ops.OpOverload):
+            qualname, shown = func.name(), str(func).removesuffix(".default")
+        else:
+            qualname, shown = func._qualified_op_name, str(func)
+        if self.rec.device_type in devices:
+            kind = _kernel_kind(qualname)
+            tally = {"ours": self.rec.npu_calls, "decomposes": self.rec.decomposed_calls}.get(
+                kind, self.rec.fallback_calls
+            )
+            tally[shown] += 1
+        elif devices == {"cpu"}:
+            self.rec.cpu_calls[shown] += 1
+
+
+class _HostSideMode(TorchDispatchMode):
+    """Device-to-host copies, at the level the model calls (below autograd)."""
+
+    def __init__(self, rec: StepTrace) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __torch_dispatch__(
+        self,
+        func: torch._ops.OpOverload,
+        types: tuple,
+        args: tuple = (),
+        kwargs: dict | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        devices = _devices(args, kwargs)
+        out = func(*args, **kwargs)
+        packet = func._schema.name.split("::", 1)[1]
+        if packet in _COPIES and self.rec.device_type in devices:
+            src = args[0] if packet != "copy_" else args[1]
+            dst = {"_to_copy": out, "copy_": args[0]}.get(
+                packet, args[1] if len(args) > 1 else None
+            )
+            if (
+                isinstance(src, torch.Tensor)
+                and isinstance(dst, torch.Tensor)
+                and src.device.type == self.rec.device_type
+                and dst.device.type == "cpu"
+                and not _staged_by_simulated_collective()
+            ):
+                item = f"{src.dtype}{list(src.shape)} via {func}"
+                if src.is_floating_point():
+                    self.rec.float_to_host.append(item)
+                else:
+                    self.rec.int_to_host.append(item)
+        return out
+
+
+def trace(fn: Callable[[], Any], device_type: str = "npu") -> StepTrace:
+    """Run ``fn()`` and record its custom-op calls and host transfers (see the module doc)."""
+    rec = StepTrace(device_type=device_type)
+    with _CustomOpMode(rec), count(device_type) as c, _HostSideMode(rec):
+        rec.result = fn()
+    rec.missing_below = list(dict.fromkeys(c.missing_kernels))
+    rec.launches, rec.syncs = c.launches, c.syncs
+    return rec
