@@ -25,11 +25,13 @@ write out of bounds or divide by zero, so they cannot run here: ``tests/test_buc
 checks ours raises on them.  Tolerances: none, every output is exact (weights are copied).
 
 Budgets (OPS.md: 20 launches, 1 sync) are stated per call by :func:`block_budget` /
-:func:`cyclic_budget`, term by term: the uniform path meets 20 (19 + 1 when ``my_size`` is not a
-power of two) before its data check, which adds 6 (``FBGEMM_NPU_VALIDATE=0`` removes it) and each
-optional output adds its gather; ``total_num_blocks`` (unsigned division by a per-feature divisor:
-+22), ``block_bucketize_pos`` (two-level boundary search: about +30) and VBE (+7) do not fit:
-reported, a fused kernel is the remedy.  Syncs: 0 everywhere.
+:func:`cyclic_budget`, term by term (``tests/test_bucketize.py`` checks they are exact): the bare
+uniform-block kernel takes 20 launches (21 when ``my_size`` is not a power of two); each optional
+output adds its gather (sequence: an arange and a scatter), VBE 1, keep_orig_idx_per_feature 2;
+``total_num_blocks`` (an unsigned division by a per-feature divisor) 14 more and
+``block_bucketize_pos`` (a two-level boundary search) 42..68 in all: over budget, reported; a
+fused kernel is the remedy.  The data check adds 6 (12 with VBE, 11 with total_num_blocks),
+nothing with ``FBGEMM_NPU_VALIDATE=0``.  Syncs: 0 everywhere.
 """
 
 from __future__ import annotations
