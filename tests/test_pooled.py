@@ -451,7 +451,7 @@ def test_regroup_lengths_beyond_the_values() -> None:
 def test_cross_device_bad_inputs() -> None:
     ts = _spread(2, 2, 3)
     with pytest.raises(RuntimeError, match="sum_reduce_to_one: argument 'input_tensors\\[1\\]' is "
-                       "on cpu"):  # fmt: skip
+                       "on cpu but 'input_tensors\\[0\\]' on npu:0"):  # fmt: skip
         F.sum_reduce_to_one([ts[0], ts[1].cpu()], torch.device(NPU, 0))
     with pytest.raises(ValueError, match="all_to_one_device: argument 'target_device' must be an"):
         F.all_to_one_device(ts, torch.device("cpu"))

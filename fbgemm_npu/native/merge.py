@@ -45,38 +45,40 @@ def _npu_type() -> str:
     return torch._C._get_privateuse1_backend_name()
 
 
-def _target(op: str, target_device: torch.device | str, allow_cpu: bool = False) -> torch.device:
-    """``target_device`` as a concrete device: an npu device with an index (or the CPU)."""
+def _target(
+    op: str, target_device: torch.device | str, kind: str, allow_cpu: bool = False
+) -> torch.device:
+    """``target_device`` as a concrete device of the inputs' ``kind`` (npu, with an index), or
+    the CPU where allowed.  Called directly on CPU tensors, the kernels work on the CPU."""
     target = torch.device(target_device)
-    npu = _npu_type()
-    if target.type == "cpu" and allow_cpu:
+    if target.type == "cpu" and (allow_cpu or kind == "cpu"):
         return target
-    if target.type != npu:
-        where = f"{npu} or cpu" if allow_cpu else npu
+    if target.type != _npu_type():
+        where = f"{_npu_type()} or cpu" if allow_cpu else _npu_type()
         raise ValueError(f"{op}: argument 'target_device' must be an {where} device, got {target}")
     count = torch.npu.device_count()
     index = torch.npu.current_device() if target.index is None else target.index
     if not 0 <= index < count:
         raise ValueError(
-            f"{op}: argument 'target_device' is {target}, but there are {count} {npu} devices"
+            f"{op}: argument 'target_device' is {target}, but there are {count} "
+            f"{_npu_type()} devices"
         )
-    return torch.device(npu, index)
+    return torch.device(_npu_type(), index)
 
 
-def _inputs(op: str, arg: str, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """The inputs, each checked to be a tensor on an npu device (the op's inputs live there)."""
+def _inputs(op: str, arg: str, tensors: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], str]:
+    """The inputs, checked to be tensors of one device type (npu; cpu for direct calls)."""
     if len(tensors) == 0:
         raise ValueError(f"{op}: argument '{arg}' must not be empty")
-    out = []
-    for k, t in enumerate(tensors):
-        check_tensor(op, f"{arg}[{k}]", t)
-        if t.device.type != _npu_type():
+    out = [check_tensor(op, f"{arg}[{k}]", t) for k, t in enumerate(tensors)]
+    kind = out[0].device.type
+    for k, t in enumerate(out):
+        if t.device.type != kind:
             raise RuntimeError(
-                f"{op}: argument '{arg}[{k}]' is on {t.device}; every input must be on an "
-                f"{_npu_type()} device"
+                f"{op}: argument '{arg}[{k}]' is on {t.device} but '{arg}[0]' on "
+                f"{out[0].device}; every input must be on an {_npu_type()} device"
             )
-        out.append(t)
-    return out
+    return out, kind
 
 
 def merge_pooled_embeddings_npu(
@@ -91,8 +93,8 @@ def merge_pooled_embeddings_npu(
     input not on the target + 1 ``cat``: at most 2 per input.  Syncs: 0 for an npu target; a
     CPU target costs one device-to-host copy per input (the caller asked for host memory).
     """
-    inputs = _inputs(_MERGE, "pooled_embeddings", pooled_embeddings)
-    target = _target(_MERGE, target_device, allow_cpu=True)
+    inputs, kind = _inputs(_MERGE, "pooled_embeddings", pooled_embeddings)
+    target = _target(_MERGE, target_device, kind, allow_cpu=True)
     moved = [t if t.device == target else t.to(target) for t in inputs]
     out = torch.empty(0, dtype=moved[0].dtype, device=target)
     try:
@@ -111,8 +113,8 @@ def all_to_one_device_npu(
 
     Any dtype and shape.  Launches: 1 copy per input not on the target, 0 otherwise.  Syncs: 0.
     """
-    inputs = _inputs(_ALL_TO_ONE, "input_tensors", input_tensors)
-    target = _target(_ALL_TO_ONE, target_device)
+    inputs, kind = _inputs(_ALL_TO_ONE, "input_tensors", input_tensors)
+    target = _target(_ALL_TO_ONE, target_device, kind)
     return [t if t.device == target else t.to(target) for t in inputs]
 
 
@@ -124,8 +126,8 @@ def sum_reduce_to_one_npu(
     Dtype and shape of the first input.  Launches: 1 copy of the first input, then per later
     input 1 ``add_`` plus 1 copy when it is not on the target: at most 2 per input.  Syncs: 0.
     """
-    inputs = _inputs(_SUM_REDUCE, "input_tensors", input_tensors)
-    target = _target(_SUM_REDUCE, target_device)
+    inputs, kind = _inputs(_SUM_REDUCE, "input_tensors", input_tensors)
+    target = _target(_SUM_REDUCE, target_device, kind)
     first = inputs[0]
     for k, t in enumerate(inputs[1:], 1):
         if not torch.can_cast(torch.result_type(first, t), first.dtype):
