@@ -37,9 +37,12 @@ summing to ``indices.numel()``, VBE batch sizes not summing to ``lengths.numel()
 ``return_bucket_mapping`` without ``sequence`` returns the real buckets (upstream CPU returns an
 uninitialised tensor, CUDA ``None``); ``lengths.numel()`` not a multiple of ``T``, ``my_size < 1``,
 too few ``block_bucketize_pos`` / ``keep_orig_idx_per_feature`` / ``total_num_blocks`` entries
-raise (upstream reads out of bounds or divides by zero).  Not emulated: ``block_sizes * G``
-overflowing the index dtype and negative block sizes (upstream's results there are artefacts of
-wrap-around); ``max_B`` is unused, as on upstream's CPU.
+raise (upstream reads out of bounds or divides by zero); an index below its feature's first
+boundary goes to bucket ``u % P`` as on CUDA (upstream CPU writes to bucket -1, out of bounds);
+with ``b == 0`` and more than ``P + 1`` boundaries, upstream CPU counts and places an element by
+different rules (a corrupt output), ours places it where CUDA's second pass does.  Not emulated:
+``block_sizes * G`` overflowing the index dtype and negative block sizes (upstream's results
+there are artefacts of wrap-around); ``max_B`` is unused, as on upstream's CPU.
 
 Launch counts (checked by ``tests/test_bucketize.py``) are in each kernel's docstring; the data
 check costs 6 of them (``FBGEMM_NPU_VALIDATE=0`` removes it).  Upstream has no autograd formula for
