@@ -171,7 +171,7 @@ def test_regroup_keyed_tensor_budget_forward_and_backward() -> None:
 # permute_multi_embedding with permutes it has not seen: the plan is derived on the device (9
 # launches) and checked (8: ends, cumsum, 4 comparisons, all, _assert_async), then gathered (3):
 # 20, over OPS.md's 6: ATen needs that many ops to turn the rows into a column index (a fused
-# kernel would read the rows directly).  Memoised on the permutes tensor, so a module holding it
+# kernel would read the rows directly).  Memoised for the permutes tensor, so a module holding it
 # (torchrec's KTRegroupAsDict) pays 3 from the second call on; permutes made by our
 # kt_regroup_arguments carry their host rows: 4 on first use (1 upload), then 3.
 MULTI_DEVICE_PLAN, MULTI_CHECKS, MULTI_GATHER = 9, 8, 3
@@ -538,3 +538,12 @@ def test_every_op_is_covered_on_npu() -> None:
                "kt_regroup_arguments", *CROSS):  # fmt: skip
         want = {"PrivateUse1"} | ({"AutogradPrivateUse1"} if op in autograd else set())
         assert want <= set(keys[f"fbgemm::{op}"]), op
+
+
+def test_memoised_tensors_still_pickle() -> None:
+    """The plan memo lives beside the index tensors, not in them: torch.save still works."""
+    import io
+
+    x, *lists = _npu(_pooled_args(3, 2, 2))
+    F.permute_pooled_embs(x, *lists)
+    torch.save(lists, io.BytesIO())

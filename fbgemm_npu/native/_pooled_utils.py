@@ -10,7 +10,7 @@ Every op of the family is a column permutation: output column ``c`` copies input
 * from a ``permutes`` tensor on the device: :func:`device_src` derives ``src`` with a fixed
   number of launches and validates it with one ``_assert_async`` (``check_on_device``).
 
-A derived plan is memoised on the tensor it came from (:func:`memo_get` / :func:`memo_put`),
+A derived plan is memoised for the tensor it came from (:func:`memo_get` / :func:`memo_put`),
 keyed by the host-known sizes and invalidated by the tensor's version counter, so a module that
 holds its ``permutes`` (torchrec's ``KTRegroupAsDict``, ``PermutePooledEmbeddings``) pays for the
 plan once; later calls launch only the gather.
@@ -23,6 +23,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from fbgemm_npu.native._checks import check_on_device, validation_enabled
 
@@ -37,7 +38,9 @@ __all__ = [
     "upload",
 ]
 
-_MEMO_ATTR = "_fbgemm_npu_plans"
+# Plans by the tensor they were derived from, held weakly (an entry dies with its tensor); kept
+# out of the tensor itself so that pickling, torch.save and deepcopy of it are unaffected.
+_MEMO: WeakIdKeyDictionary = WeakIdKeyDictionary()
 _MEMO_MAX = 8  # plans kept per tensor; a tensor rarely meets more than one or two size sets
 PERMUTE_COLUMNS = 6  # in_tensor, out_tensor, in_offset, out_offset, length, next
 
@@ -50,12 +53,12 @@ def _version(t: torch.Tensor) -> int | None:
 
 
 def memo_get(owner: torch.Tensor, key: Hashable, deps: Sequence[torch.Tensor] = ()) -> Any:
-    """The plan memoised on ``owner`` under ``key``, or ``None`` if absent or stale.
+    """The plan memoised for ``owner`` under ``key``, or ``None`` if absent or stale.
 
     Stale: ``owner`` or one of ``deps`` (the other tensors the plan was derived from) was
     modified in place since, or a dep is another tensor object than it was.
     """
-    plans = getattr(owner, _MEMO_ATTR, None)
+    plans = _MEMO.get(owner)
     entry = None if plans is None else plans.get(key)
     if entry is None:
         return None
@@ -71,14 +74,14 @@ def memo_get(owner: torch.Tensor, key: Hashable, deps: Sequence[torch.Tensor] = 
 def memo_put(
     owner: torch.Tensor, key: Hashable, value: Any, deps: Sequence[torch.Tensor] = ()
 ) -> None:
-    """Memoise ``value`` on ``owner`` (see :func:`memo_get`); a no-op for inference tensors."""
+    """Memoise ``value`` for ``owner`` (see :func:`memo_get`); a no-op for inference tensors."""
     version = _version(owner)
     if version is None or any(_version(d) is None for d in deps):
         return
-    plans = getattr(owner, _MEMO_ATTR, None)
+    plans = _MEMO.get(owner)
     if plans is None:
         plans = {}
-        setattr(owner, _MEMO_ATTR, plans)
+        _MEMO[owner] = plans
     if len(plans) >= _MEMO_MAX and key not in plans:
         plans.pop(next(iter(plans)))
     plans[key] = (version, tuple((weakref.ref(d), _version(d)) for d in deps), value)

@@ -60,7 +60,7 @@ def _permute_src(
     Launches: 5 (arange, searchsorted, sort of permute_list, index_select, sort of the keys) + 5
     for the device check (``permute_list`` is a permutation of ``0..T-1``, the cut points are
     non-negative and non-decreasing: three comparisons into one bool buffer, ``all``,
-    ``_assert_async``; fewer for T < 3).  Memoised on ``permute_list`` (with
+    ``_assert_async``; fewer for T < 3).  Memoised for ``permute_list`` (with
     ``offset_dim_list``): a caller that passes the same index tensors again launches none.
     """
     pooled = pooled_embs

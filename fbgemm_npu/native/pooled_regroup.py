@@ -212,7 +212,7 @@ def kt_regroup_arguments_npu(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
     """``(permutes (P, 6) int32, in_shapes int32, out_shapes int32, out_lengths)`` on ``embs``'
     device, computed on the host from the string keys (``_pooled_utils.kt_rows``).  The host rows
-    are memoised on ``permutes``, so ``permute_multi_embedding`` needs no device plan for them.
+    are memoised for ``permutes``, so ``permute_multi_embedding`` needs no device plan for them.
 
     Launches: 3 (one host-to-device copy per tensor).  Syncs: 0.
     """
