@@ -111,6 +111,7 @@ CI_CASES: list[TbeCase] = [
     C(O.EXACT_ROWWISE_ADAGRAD, "cpu", vbe=True),
     C(O.EXACT_SGD, "cuda", vbe=True, pooling=P.MEAN, **_MIXED),
     C(O.ADAM, "cuda", vbe=True, opt=_ADAM_HP),
+    C(O.EXACT_ROWWISE_ADAGRAD, "cpu", vbe=True, index_dtype=torch.int32),
     # bounds checks (FATAL with bad indices is a test of its own: both sides raise)
     C(O.EXACT_SGD, "cpu", bad_indices=True, bounds_check=BC.WARNING),
     C(O.EXACT_ROWWISE_ADAGRAD, "cuda", bad_indices=True, bounds_check=BC.IGNORE),
