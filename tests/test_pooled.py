@@ -403,7 +403,11 @@ def _npu_nested(args: list[Any]) -> list[Any]:
 def test_permute_multi_embedding_devices_must_agree() -> None:
     d = _keyed(4, 3, 2)
     args = _npu_nested([d["values"], *_permute_args(d)])
-    with pytest.raises(RuntimeError, match="permute_multi_embedding: .*'permutes' \\(cpu\\)"):
+    with pytest.raises(
+        RuntimeError,
+        match="permute_multi_embedding: arguments 'pooled_embs\\[0\\]' \\(npu:0\\) and "
+        "'permutes' \\(cpu\\)",
+    ):
         F.permute_multi_embedding(args[0], args[1].cpu(), *args[2:])
     with pytest.raises(RuntimeError, match="'pooled_embs\\[0\\]' \\(npu:0\\) and 'pooled_embs"):
         F.permute_multi_embedding([args[0][0], args[0][1].to(f"{NPU}:1")], *args[1:])

@@ -68,11 +68,13 @@ def _multi_inputs(
 
 
 def _check_permutes(
-    op: str, permutes: torch.Tensor, device: torch.device, in_shapes: object, out_shapes: object
+    op: str, permutes: torch.Tensor, first: torch.Tensor, in_shapes: object, out_shapes: object
 ) -> None:
+    """``permutes`` int32 ``(P, 6)``; it, ``in_shapes`` and ``out_shapes`` on the inputs' device
+    (upstream CUDA checks the same; its CPU kernel reads neither shape tensor)."""
     check_tensor(op, "permutes", permutes)
-    check_same_device(op, pooled_embs=torch.empty(0, device=device), permutes=permutes,
-                      in_shapes=in_shapes, out_shapes=out_shapes)  # fmt: skip
+    check_same_device(op, **{"pooled_embs[0]": first}, permutes=permutes, in_shapes=in_shapes,
+                      out_shapes=out_shapes)  # fmt: skip
     check_dtype(op, "permutes", permutes, (torch.int32,))
     if permutes.dim() != 2 or permutes.size(1) != plans.PERMUTE_COLUMNS:
         raise ValueError(
@@ -127,7 +129,7 @@ def permute_multi_embedding_function_npu(
     """
     op = _PMEF
     inputs, batch, widths = _multi_inputs(op, pooled_embs)
-    _check_permutes(op, permutes, inputs[0].device, in_shapes, out_shapes)
+    _check_permutes(op, permutes, inputs[0], in_shapes, out_shapes)
     lengths = _out_lengths(op, out_lengths)
     if reverse:
         src = _multi_src(op, permutes, lengths, widths)
@@ -144,7 +146,7 @@ def permute_multi_embedding_npu(
 ) -> list[torch.Tensor]:
     """``permute_multi_embedding_function(..., reverse=False)``; same launches and syncs."""
     inputs, _, widths = _multi_inputs(_PME, pooled_embs)
-    _check_permutes(_PME, permutes, inputs[0].device, in_shapes, out_shapes)
+    _check_permutes(_PME, permutes, inputs[0], in_shapes, out_shapes)
     lengths = _out_lengths(_PME, out_lengths)
     return plans.apply_src(inputs, _multi_src(_PME, permutes, widths, lengths), lengths)
 
@@ -198,7 +200,7 @@ def permute_multi_embedding_autograd(
 ) -> list[torch.Tensor]:
     """AutogradPrivateUse1 of ``permute_multi_embedding``; backward = the reverse permutation."""
     inputs, batch, widths = _multi_inputs(_PME, pooled_embs)
-    _check_permutes(_PME, permutes, inputs[0].device, in_shapes, out_shapes)
+    _check_permutes(_PME, permutes, inputs[0], in_shapes, out_shapes)
     lengths = _out_lengths(_PME, out_lengths)
     src = _multi_src(_PME, permutes, widths, lengths)
     return list(_GatherFunction.apply(src, batch, lengths, *pooled_embs)) if lengths else []
