@@ -17,11 +17,16 @@ tolerance, or when a traced step ran an ``fbgemm::`` op off our npu kernels.
 from __future__ import annotations
 
 import argparse
+import datetime
+import logging
 import math
 import os
+import queue as queue_mod
 import socket
 import sys
+import time
 import traceback
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -87,8 +92,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-pipeline", action="store_true", help="plain loop, no train pipeline")
     p.add_argument("--no-cpu-check", action="store_true", help="skip the CPU reference run")
     p.add_argument("--no-trace", action="store_true", help="skip the trace of the first step")
-    p.add_argument("--atol", type=float, default=ATOL)
-    p.add_argument("--rtol", type=float, default=RTOL)
+    p.add_argument("--atol", type=float, default=ATOL, help="loss tolerance, absolute")
+    p.add_argument("--rtol", type=float, default=RTOL, help="loss tolerance, relative")
+    p.add_argument("--timeout", type=float, default=900, help="seconds before ranks are killed")
+    p.add_argument("--verbose", action="store_true", help="show torchrec's logs and warnings")
     args = p.parse_args(argv)
     if args.processes < 1 or args.batch_size < 1 or args.steps < 1 or args.tables < 1:
         p.error("--processes, --batch-size, --steps and --tables must be positive")
@@ -135,6 +142,16 @@ def _progress(enabled: bool, total: int, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit="step", file=sys.stdout, dynamic_ncols=True)
 
 
+def _quiet(verbose: bool) -> None:
+    """Hide torch's and torchrec's deprecation chatter and planner logs (``--verbose`` shows)."""
+    if verbose:
+        return
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.")
+    for name in ("torchrec", "torch.fx", "torch.distributed"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list[RankReport]:
     """One rank: the npu run (traced first step) and the CPU run, for each sharding type."""
     import torch
@@ -143,6 +160,8 @@ def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list
     from fbgemm_npu.examples import dlrm_train
     from fbgemm_npu.examples.trace import trace
 
+    _quiet(args.verbose)
+    os.environ.setdefault("LOCAL_WORLD_SIZE", str(world))  # one host, as torchrun would say
     device = torch.device("npu", rank)
     torch.npu.set_device(device)
     dist.init_process_group(
@@ -150,6 +169,7 @@ def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list
         init_method=f"tcp://127.0.0.1:{port}",
         rank=rank,
         world_size=world,
+        timeout=datetime.timedelta(seconds=args.timeout),
     )
     reports = []
     try:
@@ -237,6 +257,7 @@ def launch(args: argparse.Namespace) -> list[RankReport]:
     """Run every rank (in this process when ``--processes 1``) and collect their reports."""
     import torch
 
+    _quiet(args.verbose)
     _activate_device()
     if args.processes > torch.npu.device_count():
         raise SystemExit(
@@ -249,22 +270,40 @@ def launch(args: argparse.Namespace) -> list[RankReport]:
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
+    results = ctx.Queue()
     procs = [
-        ctx.Process(target=_child, args=(r, args.processes, port, args, queue))
+        ctx.Process(target=_child, args=(r, args.processes, port, args, results), daemon=True)
         for r in range(args.processes)
     ]
     for p in procs:
         p.start()
-    reports, errors = [], []
-    for _ in procs:
-        rank, reps, err = queue.get()
-        if err is not None:
-            errors.append(f"rank {rank}:\n{err}")
-        else:
+    reports: list[RankReport] = []
+    errors: list[str] = []
+    pending = set(range(args.processes))
+    deadline = time.monotonic() + args.timeout
+    try:
+        while pending and time.monotonic() < deadline:
+            try:
+                rank, reps, err = results.get(timeout=1.0)
+            except queue_mod.Empty:
+                dead = [r for r in pending if not procs[r].is_alive()]
+                if dead:  # died without a word (killed, crashed in C++)
+                    errors += [f"rank {r}: exited with code {procs[r].exitcode}" for r in dead]
+                    break
+                continue
+            pending.discard(rank)
+            if err is not None:
+                errors.append(f"rank {rank}:\n{err}")
+                break
             reports += [RankReport(**r) for r in reps]
-    for p in procs:
-        p.join()
+        if pending and not errors:
+            errors.append(f"ranks {sorted(pending)}: no result within --timeout {args.timeout:g} s")
+    finally:
+        for p in procs:
+            p.join(timeout=5 if not errors else 0.1)
+            if p.is_alive():
+                p.kill()
+                p.join()
     if errors:
         raise RuntimeError("dlrm: a rank failed\n" + "\n".join(errors))
     return reports
@@ -296,8 +335,7 @@ def report(args: argparse.Namespace, reports: list[RankReport]) -> bool:
             traced_ok = all(r.trace_ok for r in reps)
             print(f"[{st}] trace of step 0: every fbgemm op on our npu kernels, no model tensor "
                   f"left the device: {'OK' if traced_ok else 'FAILED'}")  # fmt: skip
-            if not traced_ok:
-                print(r0.trace_summary)
+            print("\n".join("    " + line for line in r0.trace_summary.splitlines()))
             ok &= traced_ok
         foreign = [f for r in reps for f in r.foreign]
         if foreign:

@@ -149,8 +149,13 @@ def reference_state(cfg: RunConfig) -> dict[str, torch.Tensor]:
 
 def make_plan(cfg: RunConfig, model: Any, device_type: str, world_size: int) -> Any:
     """The sharding plan of torchrec's planner, each table constrained to ``cfg.sharding_type``."""
-    from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
-    from torchrec.distributed.planner.types import ParameterConstraints
+    from torchrec.distributed.planner import EmbeddingShardingPlanner
+    from torchrec.distributed.planner.types import (
+        KernelConfig,
+        ParameterConstraints,
+        TopologyFactory,
+        TrainerConfig,
+    )
     from torchrec.distributed.sharding_plan import get_default_sharders
 
     constraints = None
@@ -170,10 +175,12 @@ def make_plan(cfg: RunConfig, model: Any, device_type: str, world_size: int) -> 
             )
             for name in cfg.table_names()
         }
+    topology = TopologyFactory.create_topology(
+        trainer_config=TrainerConfig(world_size=world_size, local_world_size=world_size),
+        kernel_config=KernelConfig(compute_device=device_type),
+    )
     planner = EmbeddingShardingPlanner(
-        topology=Topology(
-            world_size=world_size, compute_device=device_type, local_world_size=world_size
-        ),
+        topology=topology,
         batch_size=cfg.batch_size,
         constraints=constraints,
     )
