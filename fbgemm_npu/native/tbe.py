@@ -70,6 +70,8 @@ def _named(optimizer: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dic
 
 
 def _autograd_kernel(optimizer: str) -> Callable[..., torch.Tensor]:
+    _schema(optimizer)
+
     def kernel(*args: Any, **kwargs: Any) -> torch.Tensor:
         named = _named(optimizer, args, kwargs)
         call = parse_call(optimizer, named)
@@ -80,6 +82,8 @@ def _autograd_kernel(optimizer: str) -> Callable[..., torch.Tensor]:
 
 
 def _forward_kernel(optimizer: str) -> Callable[..., torch.Tensor]:
+    _schema(optimizer)
+
     def kernel(*args: Any, **kwargs: Any) -> torch.Tensor:
         return lookup_forward_only(parse_call(optimizer, _named(optimizer, args, kwargs)))
 

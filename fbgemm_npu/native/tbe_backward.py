@@ -18,7 +18,7 @@ buffer the size of a table -- every intermediate is ``O(L x D)`` for ``L`` indic
    runs stay zero);
 4. ``index_copy`` the permuted index matrix to its run id: column ``k`` names run ``k``'s rows in
    every buffer (duplicates of a run write identical values, so the result is deterministic);
-   ``valid[k]`` = run ``k`` is a row of this class (key > 0).
+   ``invalid[k]``: slot ``k`` is empty or holds the other classes' run (key 0).
 
 The optimizer (``fbgemm_npu.split_table.optimizers``) computes new values for the ``L`` run slots;
 :func:`write_rows` adds ``new - old`` at each valid slot's row with ``index_put_(accumulate=True)``
@@ -27,8 +27,8 @@ to the buffer's dtype before the difference is taken, so a row ends exactly at i
 whenever old and new are within a factor of two of each other (Sterbenz), and within one rounding
 otherwise.
 
-Launches (one class, non-VBE, SUM, fp32 gradient): 14 -- sort, permute, 3 for the run ids, 3 to
-locate gradient rows, gather, zeros + index_add, zeros + index_copy, valid; +1 (columns of the
+Launches (one class, non-VBE, SUM, fp32 gradient): 11 -- sort, permute, 3 for the run ids, the
+gradient rows' gather, zeros + index_add, zeros + index_copy, the invalid mask; +1 (columns of the
 class) when the class is not the whole output, +2..4 for per-sample weights / MEAN, +1 for a
 half-precision gradient.  Writing one buffer: 3 (4 for half precision).  0 syncs.
 """
@@ -51,7 +51,7 @@ class RunSlots:
 
     agg: torch.Tensor  # [L, D] fp32: aggregated gradient of run k (0 for empty slots)
     index: torch.Tensor  # [m, L]: run k's rows (see TableClass.rows), 0 for empty slots
-    valid: torch.Tensor  # [L] bool: slot k is a row of this class
+    invalid: torch.Tensor  # [L] bool: slot k is empty or holds rows of other classes
 
 
 def _class_grad_2d(
@@ -62,7 +62,8 @@ def _class_grad_2d(
     pooling_mode: int,
     vbe: VbeArgs | None,
 ) -> torch.Tensor:
-    """``grad_output`` as a ``[rows, D]`` matrix whose rows :func:`_grad_row_ids` addresses."""
+    """``grad_output`` as a ``[rows, D]`` matrix whose rows row 2 of the index matrix addresses
+    (set by the forward)."""
     go = grad_output.contiguous()
     if pooling_mode == POOLING_NONE:
         return go.view(-1, cls.D)
@@ -77,19 +78,6 @@ def _class_grad_2d(
     if plan.single_class:
         return go.view(B * plan.T, cls.D)
     return go.view(B, plan.total_D).index_select(1, cls.cols.view(-1)).view(-1, cls.D)
-
-
-def _grad_row_ids(
-    cls: TableClass, state: ForwardState, mat: torch.Tensor, pooling_mode: int, vbe: VbeArgs | None
-) -> torch.Tensor:
-    """Row of each index's gradient in :func:`_class_grad_2d`'s matrix (unsorted order)."""
-    if pooling_mode == POOLING_NONE:
-        return arange_cached(mat.size(1), mat.device)
-    if vbe is not None:
-        return state.bag
-    # [B, T_c, D] layout: sample b, member j -> row b * T_c + j
-    b = torch.remainder(state.bag, max(state.B, 1))
-    return torch.add(mat[2], b, alpha=cls.n_members)
 
 
 def _index_scale(
@@ -118,7 +106,7 @@ def grad_rows_unsorted(
 ) -> torch.Tensor:
     """Each index's ``grad_output`` row for this class, in index order (no scaling): ``[L, D]``."""
     g2d = _class_grad_2d(plan, cls, grad_output, state, pooling_mode, vbe)
-    return g2d.index_select(0, _grad_row_ids(cls, state, mat, pooling_mode, vbe))
+    return g2d.index_select(0, mat[2])
 
 
 def aggregate_class(
@@ -144,8 +132,7 @@ def aggregate_class(
     torch.cumsum(key_sorted[1:] != key_sorted[:-1], 0, dtype=torch.int64, out=seg[1:])
 
     g2d = _class_grad_2d(plan, cls, grad_output, state, pooling_mode, vbe)
-    row_ids = _grad_row_ids(cls, state, mat, pooling_mode, vbe).index_select(0, perm)
-    rows = g2d.index_select(0, row_ids)
+    rows = g2d.index_select(0, index_sorted[2])
     scale = _index_scale(state, offsets, pooling_mode, indice_weights)
     if scale is not None:
         rows = rows * scale.index_select(0, perm)[:, None]
@@ -155,8 +142,7 @@ def aggregate_class(
     if gradient_clipping:
         agg = agg.clamp_(min=-max_gradient, max=max_gradient)
     index = torch.zeros_like(mat).index_copy_(1, seg, index_sorted)
-    valid = index[1] > 0
-    return RunSlots(agg=agg, index=index, valid=valid)
+    return RunSlots(agg=agg, index=index, invalid=index[1] == 0)
 
 
 def write_rows(
@@ -164,7 +150,7 @@ def write_rows(
     rows: torch.Tensor,
     old: torch.Tensor,
     new: torch.Tensor,
-    valid: torch.Tensor,
+    invalid: torch.Tensor,
 ) -> None:
     """``target[rows[k]] = new[k]`` for every valid slot ``k``, in place, deterministic.
 
@@ -175,6 +161,6 @@ def write_rows(
     if new.dtype != target.dtype:
         new = new.to(target.dtype)
     delta = new - old
-    mask = valid if delta.dim() == 1 else valid[:, None]
-    delta = torch.where(mask, delta, 0)
+    # masked_fill, not a multiply: the values of invalid slots may be inf / nan
+    delta.masked_fill_(invalid if delta.dim() == 1 else invalid[:, None], 0)
     target.index_put_((rows,), delta, accumulate=True)

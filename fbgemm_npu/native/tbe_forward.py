@@ -34,7 +34,8 @@ Program (per call, then per table class of :mod:`fbgemm_npu.native._tbe_utils`):
    that are never written out), then the pooled rows are written to their output columns.
 
 Launches (non-VBE, one class, fp32): 6 -- searchsorted, floor_divide, index_select, addcmul,
-_embedding_bag, the transposing copy into the output (dtype conversion included); +1 for a
+_embedding_bag, the transposing copy into the output (dtype conversion included); +2 when
+autograd will need the backward (the gradient row of each index, see ``_set_grad_rows``); +1 for a
 half-precision per-sample weight cast; +3 for weighted MEAN (bag lengths, clamp, divide); +1 to
 cast int32 offsets when the indices are int64 (upstream's module makes them match).  Each further
 class adds 2 (index_select, addcmul) + 1 (_embedding_bag) + 2-3 (select members, cast, index_put_
@@ -154,6 +155,26 @@ def vbe_row_output_offsets(
     return rows, block
 
 
+def _set_grad_rows(
+    plan: TbePlan, mats: list[torch.Tensor], bag: torch.Tensor, B: int, pooling_mode: int, vbe: bool
+) -> None:
+    """Row 2 of each index matrix := the row of the index's gradient in the backward's view of
+    ``grad_output`` (``fbgemm_npu.native.tbe_backward``): sample ``b`` and member ``j`` give
+    ``b * T_c + j`` (pooled), the bag with VBE, the index itself with pooling NONE.  Done here so
+    that the backward gets it permuted with the rest of the matrix.  Launches: 1 per class (+1
+    shared remainder)."""
+    if pooling_mode == POOLING_NONE:
+        for mat in mats:
+            mat[2].copy_(arange_cached(mat.size(1), mat.device))
+    elif vbe:
+        for mat in mats:
+            mat[2].copy_(bag)
+    else:
+        b = torch.remainder(bag, max(B, 1))
+        for cls, mat in zip(plan.classes, mats, strict=True):
+            mat[2].add_(b, alpha=cls.n_members)
+
+
 def tbe_forward(
     op: str,
     plan: TbePlan,
@@ -178,6 +199,8 @@ def tbe_forward(
         rows = cls.rows if for_backward else cls.rows[:, :1]
         tab = rows.index_select(2, t)
         mats.append(torch.addcmul(tab[0], tab[1], indices))
+    if for_backward:
+        _set_grad_rows(plan, mats, bag, B, pooling_mode, vbe is not None)
     state = ForwardState(bag=bag, t=t, mats=mats, B=B, row_starts=None)
 
     if pooling_mode == POOLING_NONE:

@@ -293,9 +293,9 @@ def run_backward(
             w_new, s_new = spec.step(
                 slots.agg, w_old.to(torch.float32), [x.to(torch.float32) for x in s_old], call.step
             )
-            write_rows(w_view, w_rows, w_old, w_new, slots.valid)
+            write_rows(w_view, w_rows, w_old, w_new, slots.invalid)
             for view, rows, old, new in zip(s_views, s_rows, s_old, s_new, strict=True):
-                write_rows(view, rows, old, new, slots.valid)
+                write_rows(view, rows, old, new, slots.invalid)
             del c_i
         return iw_grad, None
 

@@ -48,6 +48,13 @@ class OptimizerSpec:
     step: Callable[[Tensor, Tensor, list[Tensor], StepArgs], tuple[Tensor, list[Tensor]]]
 
 
+def _axpy(w: Tensor, g: Tensor, scale: Tensor, lr: Scalar) -> Tensor:
+    """``w - lr * g * scale``: one launch for a host ``lr``."""
+    if isinstance(lr, Tensor):
+        return w - lr * (g * scale)
+    return torch.addcmul(w, g, scale, value=-lr)
+
+
 def _sq_mean(g: Tensor) -> Tensor:
     return (g * g).mean(1)
 
@@ -87,14 +94,14 @@ def rowwise_adagrad(
     mode = int(a.get("weight_decay_mode"))
     gg = torch.add(g, w, alpha=wd) if mode == 1 and wd != 0.0 else g
     m = states[0] + _sq_mean(gg)
-    mult = a.lr / m.sqrt().add_(a.get("eps"))
-    upd = mult[:, None] * g
+    inv = m.sqrt().add_(a.get("eps")).reciprocal_()  # mult = lr * inv
     if mode == 1 and wd != 0.0:
-        w_new = torch.addcmul(-upd, w, (1.0 - mult * wd)[:, None])
+        mult = inv * a.lr
+        w_new = torch.addcmul(-(mult[:, None] * g), w, (1.0 - mult * wd)[:, None])
     elif mode in (2, 5) and wd != 0.0:
-        w_new = torch.sub(w * (1.0 - a.lr * wd), upd)
+        w_new = _axpy(w * (1.0 - a.lr * wd), g, inv[:, None], a.lr)
     else:
-        w_new = w - upd
+        w_new = _axpy(w, g, inv[:, None], a.lr)
     max_norm = a.get("max_norm")
     if max_norm > 0.0:
         factor = (max_norm / _norm(w_new)).clamp_(max=1.0)
@@ -208,18 +215,25 @@ def rowwise_rmsprop_ar(
     return w_new, [v, torch.full_like(prev, it)]
 
 
-def _adam_moments(g: Tensor, m1: Tensor, b1: float) -> Tensor:
-    return torch.add(m1 * b1, g, alpha=1.0 - b1)
+def _lerp(state: Tensor, x: Tensor, weight: float) -> Tensor:
+    """``(1 - weight) * state + weight * x``: an exponential moving average in one launch."""
+    return torch.lerp(state, x, weight)
+
+
+def _bias_denom(v: Tensor, c2: float, eps: float) -> Tensor:
+    """``sqrt(v) + eps * sqrt(c2)``: with ``k = sqrt(c2) / c1``, ``m / c1 / (sqrt(v / c2) +
+    eps) = k * m / (sqrt(v) + eps * sqrt(c2))`` -- upstream's bias-corrected ratio, 2 launches."""
+    return v.sqrt().add_(eps * math.sqrt(c2))
 
 
 def adam(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor, list[Tensor]]:
     """Adam (CUDA kernel): ``m1 = b1 m1 + (1 - b1) g``, ``m2 = b2 m2 + (1 - b2) g^2``,
     ``w -= lr * (m1 / (1 - b1^k) / (sqrt(m2 / (1 - b2^k)) + eps) + wd * w)`` with ``k = iter``,
     or, with ``use_rowwise_bias_correction``, ``k = ++row_counter`` per row (third state).
-    Launches: about 12."""
+    Launches: 6-7 (about 13 with rowwise bias correction)."""
     b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
-    m1 = _adam_moments(g, states[0], b1)
-    m2 = torch.addcmul(states[1] * b2, g, g, value=1.0 - b2)
+    m1 = _lerp(states[0], g, 1.0 - b1)
+    m2 = _lerp(states[1], g * g, 1.0 - b2)
     new_states = [m1, m2]
     if len(states) > 2:
         k = states[2] + 1.0
@@ -227,42 +241,56 @@ def adam(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tenso
         c2 = 1.0 - torch.pow(b2, k)[:, None]
         new_states.append(k)
         upd = m1 / c1 / ((m2 / c2).sqrt() + eps)
-    else:
-        c1, c2 = 1.0 - b1**a.iter, 1.0 - b2**a.iter
-        upd = m1 / c1 / ((m2 / c2).sqrt() + eps)
-    upd = torch.add(upd, w, alpha=wd) if wd != 0.0 else upd
-    return w - a.lr * upd, new_states
+        upd = torch.add(upd, w, alpha=wd) if wd != 0.0 else upd
+        return w - a.lr * upd, new_states
+    c1, c2 = 1.0 - b1**a.iter, 1.0 - b2**a.iter
+    denom = _bias_denom(m2, c2, eps)
+    if isinstance(a.lr, Tensor):
+        upd = torch.add(m1 / denom * (math.sqrt(c2) / c1), w, alpha=wd)
+        return w - a.lr * upd, new_states
+    base = w * (1.0 - a.lr * wd) if wd != 0.0 else w
+    return torch.addcdiv(base, m1, denom, value=-a.lr * math.sqrt(c2) / c1), new_states
 
 
 def partial_rowwise_adam(
     g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs
 ) -> tuple[Tensor, list[Tensor]]:
     """Adam with a rowwise second moment: ``v = b2 v + (1 - b2) mean(g^2)`` (state 2 rowwise),
-    ``w -= lr * (m1 / (1 - b1^k) / (sqrt(v / (1 - b2^k)) + eps) + wd * w)``.  Launches: ~11."""
+    ``w -= lr * (m1 / (1 - b1^k) / (sqrt(v / (1 - b2^k)) + eps) + wd * w)``.  Launches: 8-9."""
     b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
-    m1 = _adam_moments(g, states[0], b1)
-    v = torch.add(states[1] * b2, _sq_mean(g), alpha=1.0 - b2)
+    m1 = _lerp(states[0], g, 1.0 - b1)
+    v = _lerp(states[1], _sq_mean(g), 1.0 - b2)
     c1, c2 = 1.0 - b1**a.iter, 1.0 - b2**a.iter
-    denom = (v / c2).sqrt().add_(eps)
-    upd = m1 / c1 / denom[:, None]
-    upd = torch.add(upd, w, alpha=wd) if wd != 0.0 else upd
-    return w - a.lr * upd, [m1, v]
+    denom = _bias_denom(v, c2, eps)[:, None]
+    if isinstance(a.lr, Tensor):
+        upd = torch.add(m1 / denom * (math.sqrt(c2) / c1), w, alpha=wd)
+        return w - a.lr * upd, [m1, v]
+    base = w * (1.0 - a.lr * wd) if wd != 0.0 else w
+    return torch.addcdiv(base, m1, denom, value=-a.lr * math.sqrt(c2) / c1), [m1, v]
 
 
 def _lamb_apply(w: Tensor, r: Tensor, lr: Scalar) -> Tensor:
+    """``w - lr * (||w|| / ||r||) * r`` per row: 4 launches."""
     ratio = _norm(w) / _norm(r)
-    return w - (lr * ratio)[:, None] * r
+    return _axpy(w, r, ratio[:, None], lr)
+
+
+def _lamb_r(m1: Tensor, denom: Tensor, w: Tensor, c1: float, c2: float, wd: float) -> Tensor:
+    """``r = m1 / c1 / (sqrt(m2 / c2) + eps) + wd * w`` from ``denom = _bias_denom(m2)``."""
+    k = math.sqrt(c2) / c1
+    if wd == 0.0:
+        return torch.div(m1, denom).mul_(k)
+    return torch.addcdiv(w * wd, m1, denom, value=k)
 
 
 def lamb(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor, list[Tensor]]:
     """LAMB (CUDA kernel): Adam moments, ``r = m1_hat / (sqrt(m2_hat) + eps) + wd * w``,
-    ``w -= lr * (||w|| / ||r||) * r`` per row.  Launches: about 14."""
+    ``w -= lr * (||w|| / ||r||) * r`` per row.  Launches: 11."""
     b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
-    m1 = _adam_moments(g, states[0], b1)
-    m2 = torch.addcmul(states[1] * b2, g, g, value=1.0 - b2)
+    m1 = _lerp(states[0], g, 1.0 - b1)
+    m2 = _lerp(states[1], g * g, 1.0 - b2)
     c1, c2 = 1.0 - b1**a.iter, 1.0 - b2**a.iter
-    r = (m1 / c1) / ((m2 / c2).sqrt().add_(eps))
-    r = torch.add(r, w, alpha=wd)
+    r = _lamb_r(m1, _bias_denom(m2, c2, eps), w, c1, c2, wd)
     return _lamb_apply(w, r, a.lr), [m1, m2]
 
 
@@ -271,13 +299,12 @@ def partial_rowwise_lamb(
 ) -> tuple[Tensor, list[Tensor]]:
     """LAMB with a rowwise second moment (state 2 rowwise): ``m2 = b2 m2 + (1 - b2) mean(g^2)``,
     ``r = m1 / (1 - b1^k) / (sqrt(m2 / (1 - b2^k)) + eps) + wd * w``, then LAMB's trust ratio.
-    Launches: about 14."""
+    Launches: 12."""
     b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
-    m2 = torch.add(states[1] * b2, _sq_mean(g), alpha=1.0 - b2)
+    m2 = _lerp(states[1], _sq_mean(g), 1.0 - b2)
     c1, c2 = 1.0 - b1**a.iter, 1.0 - b2**a.iter
-    m2_hat = torch.reciprocal((m2 / c2).sqrt().add_(eps))
-    m1 = _adam_moments(g, states[0], b1)
-    r = torch.add((m1 / c1) * m2_hat[:, None], w, alpha=wd)
+    m1 = _lerp(states[0], g, 1.0 - b1)
+    r = _lamb_r(m1, _bias_denom(m2, c2, eps)[:, None], w, c1, c2, wd)
     return _lamb_apply(w, r, a.lr), [m1, m2]
 
 
