@@ -326,6 +326,7 @@ def test_permute_pooled_upstream_accepted_forms_match() -> None:
     forms = [
         [x, torch.tensor([3, 2, 5, 11]), perm],  # first offset not 0, last not the width
         [x, torch.tensor([0, 2, 5, 9, 15]), torch.tensor([1, 0])],  # short permute
+        [x, torch.tensor([-3, 4, 20, 25]), perm],  # cut points past the width: empty blocks
         [x.to(torch.int32).view(2, 5, 3), torch.tensor([0, 1, 3, 5]), perm],  # int, 3-D
         [x.bool(), torch.tensor([0, 4, 4, 15]), perm],  # bool, an empty block
     ]

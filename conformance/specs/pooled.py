@@ -14,8 +14,9 @@ reads out of bounds cannot be run here; ``tests/test_pooled.py`` checks ours ref
 
 Cross-device ops: 1..4 inputs, each on ``npu:0`` or ``npu:1`` (the spec's op moves them there:
 those moves are counted with the call), target ``npu:0`` or ``npu:1``; upstream runs the same
-inputs on the CPU with a CPU target.  merge: rank 2 or 3, ``cat_dim`` 0/1, a wrong
-``uncat_dim_size`` (upstream CPU ignores it), mixed dtypes (the first wins), all-empty inputs.
+inputs on the CPU with a CPU target; contiguous and non-contiguous inputs.  merge: rank 2 or 3,
+``cat_dim`` 0/1, a wrong ``uncat_dim_size`` (upstream CPU ignores it), mixed dtypes (the first
+wins), all-empty inputs.
 
 Tolerances: none.  Permutes and moves copy values (``Tol(0, 0)``), and sum_reduce adds in the
 same order as upstream (only the sign of a zero sum may differ, and equal compares equal).
@@ -190,8 +191,9 @@ def _cross_inputs(draw: st.DrawFn, kind: str) -> dict:
         shapes.append(tuple(shape))
     seeds = draw(st.lists(st.integers(0, 999), min_size=n, max_size=n))
     fill = {True: "small_ints", False: "signed"}
-    tensors = [fill_values(s, d, fill[d.is_floating_point], k)
-               for s, d, k in zip(shapes, dtypes, seeds, strict=True)]  # fmt: skip
+    layouts = [draw(st.sampled_from(LAYOUTS)) for _ in range(n)]  # non-contiguous inputs too
+    tensors = [with_layout(s, d, fill[d.is_floating_point], k, lay)
+               for s, d, k, lay in zip(shapes, dtypes, seeds, layouts, strict=True)]  # fmt: skip
     inputs = {
         "tensors": tensors,
         "devices": draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)),
