@@ -377,3 +377,63 @@ def test_vbe_and_infos_metadata_match_upstream_cpu() -> None:
     for a, e in zip(actual, expected, strict=True):
         assert a.device.type == "npu" and a.dtype == e.dtype
         assert torch.equal(a.cpu(), e)
+
+
+# --- budgets (OPS.md section 2) ----------------------------------------------------------------
+
+_OPT_NAMES = {
+    O.EXACT_SGD: "sgd", O.EXACT_ADAGRAD: "adagrad", O.EXACT_ROWWISE_ADAGRAD: "rowwise_adagrad",
+    O.ADAM: "adam", O.PARTIAL_ROWWISE_ADAM: "partial_rowwise_adam", O.LAMB: "lamb",
+    O.PARTIAL_ROWWISE_LAMB: "partial_rowwise_lamb", O.LARS_SGD: "lars_sgd",
+}  # fmt: skip
+
+
+def _lookup_counts(
+    monkeypatch: pytest.MonkeyPatch, opt: O, specs: list[tuple[int, int]], B: int
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(launches, syncs) of the lookup op's forward and of the backward + optimizer step, on the
+    second training step of a TBE whose layout was registered up front."""
+    from fbgemm_npu.split_table import register_tbe_layout
+    from fbgemm_npu.testing.counters import count
+
+    name = f"split_embedding_codegen_lookup_{_OPT_NAMES[opt]}_function_pt2"
+    real = getattr(torch.ops.fbgemm, name)
+    seen: dict[str, object] = {}
+
+    def counted(**kwargs: object) -> torch.Tensor:
+        with count() as c:
+            out = real(**kwargs)
+        seen["forward"] = c
+        return out
+
+    monkeypatch.setattr(torch.ops.fbgemm, name, counted)
+    tbe = build(opt, specs, "npu", "device")
+    register_tbe_layout(tbe)
+    fwd = bwd = (0, 0)
+    for i, batch in enumerate(make_batches(specs, B, 2, seed=5)):
+        out = tbe(batch.indices.to(NPU), batch.offsets.to(NPU))
+        grad = torch.ones_like(out)
+        with count() as cb:
+            out.backward(grad)
+        c = seen["forward"]
+        fwd, bwd = (c.launches, c.syncs), (cb.launches, cb.syncs)  # type: ignore[attr-defined]
+        if i == 0:  # registered layout: even the first call needs no sync
+            assert fwd[1] == 0 and bwd[1] == 0, (fwd, bwd)
+    return fwd, bwd
+
+
+@pytest.mark.parametrize("opt", list(_OPT_NAMES))
+def test_lookup_budget_is_per_distinct_dim_and_independent_of_table_count(
+    monkeypatch: pytest.MonkeyPatch, opt: O
+) -> None:
+    one = _lookup_counts(monkeypatch, opt, [(50, 8)], B=3)
+    many = _lookup_counts(monkeypatch, opt, [(20 + t, 8) for t in range(32)], B=7)
+    assert one == many, (one, many)
+    (f_launch, f_sync), (b_launch, b_sync) = one
+    assert f_sync == 0 and b_sync == 0
+    assert f_launch <= 10, f"forward: {f_launch} launches, budget 10 per distinct D"
+    assert b_launch <= 40, f"backward + optimizer: {b_launch} launches, budget 40 per distinct D"
+    # two distinct dims; every table of one dim starts at the same residue modulo that dim (see
+    # fbgemm_npu.native._tbe_utils: the launch count is per (dim, residue) class)
+    two_dims = _lookup_counts(monkeypatch, opt, [(30, 8), (30, 16), (26, 8), (40, 16)], B=3)
+    assert two_dims[0][0] <= 2 * 10 and two_dims[1][0] <= 2 * 40, two_dims
