@@ -233,17 +233,6 @@ def _counted_step(style: str, T: int, dims: list[int], optimizer: O):
     return fwd, bwd
 
 
-# Measured over budget (backward + optimizer launches per distinct D; fbgemm_npu's optimizers
-# module): strict xfails, so that they are seen and so that a fix flips them (then drop the entry).
-_OVER_BUDGET = {
-    (O.ADAM, 2): "ADAM backward 82 launches for 2 dims > 80",
-    (O.PARTIAL_ROWWISE_ADAM, 1): "PARTIAL_ROWWISE_ADAM backward 42 launches > 40",
-    (O.PARTIAL_ROWWISE_ADAM, 2): "PARTIAL_ROWWISE_ADAM backward 86 launches for 2 dims > 80",
-    (O.LAMB, 1): "LAMB backward 45 launches > 40",
-    (O.LAMB, 2): "LAMB backward 92 launches for 2 dims > 80",
-    (O.PARTIAL_ROWWISE_LAMB, 1): "PARTIAL_ROWWISE_LAMB backward 48 launches > 40",
-    (O.PARTIAL_ROWWISE_LAMB, 2): "PARTIAL_ROWWISE_LAMB backward 98 launches for 2 dims > 80",
-}
 _CPU_STYLE = (O.EXACT_SGD, O.EXACT_ADAGRAD, O.EXACT_ROWWISE_ADAGRAD)
 
 
@@ -255,10 +244,9 @@ def _budget_params() -> list[object]:
         for dims in ([8], [4, 8]):
             # upstream's Python refuses other optimizers with ComputeDevice.CPU
             for style in STYLES if optimizer in _CPU_STYLE else ["cuda_user"]:
-                reason = _OVER_BUDGET.get((optimizer, len(dims)))
-                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-                params.append(pytest.param(style, optimizer, dims, marks=marks,
-                                           id=f"{style}-{optimizer.name}-D{dims}"))  # fmt: skip
+                params.append(
+                    pytest.param(style, optimizer, dims, id=f"{style}-{optimizer.name}-D{dims}")
+                )
     return params
 
 
