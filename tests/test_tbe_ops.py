@@ -437,3 +437,99 @@ def test_lookup_budget_is_per_distinct_dim_and_independent_of_table_count(
     # fbgemm_npu.native._tbe_utils: the launch count is per (dim, residue) class)
     two_dims = _lookup_counts(monkeypatch, opt, [(30, 8), (30, 16), (26, 8), (40, 16)], B=3)
     assert two_dims[0][0] <= 2 * 10 and two_dims[1][0] <= 2 * 40, two_dims
+
+
+def _counter_kwargs(case: str) -> dict:
+    from fbgemm_gpu.tbe.config.optimizer_config import (
+        CounterBasedRegularizationDefinition as Counter,
+    )
+    from fbgemm_gpu.tbe.config.optimizer_config import (
+        CounterWeightDecayMode,
+        CowClipDefinition,
+        LearningRateMode,
+        WeightDecayMode,
+    )
+
+    if case.startswith("cowclip"):
+        wd_mode = (
+            CounterWeightDecayMode.L2 if case == "cowclip_l2" else CounterWeightDecayMode.DECOUPLE
+        )
+        return {
+            "weight_decay": 0.05,
+            "weight_decay_mode": WeightDecayMode.COWCLIP,
+            "cowclip_regularization": CowClipDefinition(
+                counter_weight_decay_mode=wd_mode, counter_halflife=2,
+                weight_norm_coefficient=0.5, lower_bound=0.01,
+            ),
+        }  # fmt: skip
+    modes = {
+        "counter_decouple": (
+            CounterWeightDecayMode.DECOUPLE,
+            3,
+            LearningRateMode.TAIL_ID_LR_INCREASE,
+        ),
+        "counter_l2": (CounterWeightDecayMode.L2, -1, LearningRateMode.TAIL_ID_LR_DECREASE),
+        "counter_sgd": (CounterWeightDecayMode.DECOUPLE, 0, LearningRateMode.COUNTER_SGD),
+        "adagradw": (CounterWeightDecayMode.ADAGRADW, -1, LearningRateMode.EQUAL),
+    }
+    wd_mode, halflife, lr_mode = modes[case]
+    return {
+        "weight_decay": 0.05,
+        "weight_decay_mode": WeightDecayMode.COUNTER,
+        "counter_based_regularization": Counter(
+            counter_weight_decay_mode=wd_mode, counter_halflife=halflife,
+            adjustment_iter=-1, adjustment_ub=2.0, learning_rate_mode=lr_mode,
+        ),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["counter_decouple", "counter_l2", "counter_sgd", "adagradw", "cowclip_l2", "cowclip_decouple"],
+)
+def test_rowwise_adagrad_with_counter_matches_upstream_cpu(case: str) -> None:
+    compare_training(O.EXACT_ROWWISE_ADAGRAD, MIXED, steps=3, tol=1e-4, **_counter_kwargs(case))
+
+
+def _rmsprop_ar_call(device: str, weights: torch.Tensor, state: list[torch.Tensor], batch: Batch,
+                     it: int, grad: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """One step of the rowwise_rmsprop_ar pt2 op (no module in 1.8.0 builds it): host layout."""
+    dims = [8, 16, 8]
+    rows = [40, 25, 30]
+    d = torch.device(device)
+    w_off = torch.tensor([0, 320, 720], device=d)
+    r_off = torch.tensor([0, 40, 65], device=d)
+    placements = torch.full((3,), 3, dtype=torch.int32, device=d)
+    ph = torch.zeros(0, device=d, requires_grad=True)
+    out = torch.ops.fbgemm.split_embedding_codegen_lookup_rowwise_rmsprop_ar_function_pt2(
+        placeholder_autograd_tensor=ph,
+        weights=[weights, placements, w_off],
+        D_offsets=torch.tensor([0, 8, 24, 32], dtype=torch.int32, device=d),
+        total_D=sum(dims), max_D=16,
+        hash_size_cumsum=torch.tensor([0, 40, 65, 95], device=d), total_hash_size_bits=7,
+        indices=batch.indices.to(d), offsets=batch.offsets.to(d), pooling_mode=0,
+        indice_weights=None, feature_requires_grad=None, output_dtype=0,
+        aux_tensor=[None, None, None, torch.zeros(0, dtype=torch.int32, device=d), None, None, None],
+        aux_int=[it, 30, (1 << 30) - 1], aux_float=[0.0, 1.0],
+        aux_bool=[False, False, True, False, False, False, True],
+        momentum1=[state[0], placements, r_off], prev_iter=[state[1], placements, r_off],
+        learning_rate_tensor=torch.tensor(0.05), optim_float=[1e-8, 0.3, 0.9, 0.2],
+    )  # fmt: skip
+    out.backward(grad.to(d))
+    del rows
+    return out
+
+
+def test_rowwise_rmsprop_ar_op_matches_upstream_cpu() -> None:
+    g = torch.Generator().manual_seed(0)
+    weights = torch.rand(960, generator=g)
+    ours_w, ours_s = weights.to(NPU), [torch.zeros(95, device=NPU), torch.zeros(95, device=NPU)]
+    cpu_s = [torch.zeros(95), torch.zeros(95)]
+    for i, batch in enumerate(make_batches(MIXED, 4, 3, seed=2)):
+        grad = torch.randn(4, 32, generator=g)
+        o_cpu = _rmsprop_ar_call("cpu", weights, cpu_s, batch, i + 1, grad)
+        o_npu = _rmsprop_ar_call("npu", ours_w, ours_s, batch, i + 1, grad)
+        assert_close(o_npu, o_cpu, 1e-5, f"output, step {i}")
+        assert_close(ours_w, weights, 1e-4, f"weights, step {i}")
+        for s in range(2):
+            assert_close(ours_s[s], cpu_s[s], 1e-4, f"state {s}, step {i}")
