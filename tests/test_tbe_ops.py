@@ -533,3 +533,56 @@ def test_rowwise_rmsprop_ar_op_matches_upstream_cpu() -> None:
         assert_close(ours_w, weights, 1e-4, f"weights, step {i}")
         for s in range(2):
             assert_close(ours_s[s], cpu_s[s], 1e-4, f"state {s}, step {i}")
+
+
+@pytest.mark.parametrize("pooling", [PoolingMode.SUM, PoolingMode.MEAN])
+def test_per_sample_weight_gradient_matches_upstream_cpu(pooling: PoolingMode) -> None:
+    cpu = build(O.EXACT_SGD, MIXED, "cpu", pooling_mode=pooling)
+    npu = build(O.EXACT_SGD, MIXED, "npu", "device", pooling_mode=pooling)
+    same_weights(cpu, npu)
+    batch = make_batches(MIXED, 5, 1, seed=4, weighted=True)[0]
+    frg = torch.tensor([1, 0, 1], dtype=torch.int32)
+    grads = []
+    for tbe, dev in ((cpu, "cpu"), (npu, "npu")):
+        psw = batch.per_sample_weights.clone().to(dev).requires_grad_()
+        out = tbe(batch.indices.to(dev), batch.offsets.to(dev), per_sample_weights=psw,
+                  feature_requires_grad=frg.to(dev))  # fmt: skip
+        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(dev))
+        grads.append(psw.grad)
+    assert grads[1].device.type == "npu"
+    assert_close(grads[1], grads[0], 1e-5, "per-sample weight gradient")
+
+
+@pytest.mark.parametrize(
+    ("pooling", "weighted"),
+    [(PoolingMode.SUM, False), (PoolingMode.MEAN, False), (PoolingMode.SUM, True)],
+)
+def test_dense_tbe_trains_with_a_torch_optimizer_like_upstream_cpu(
+    pooling: PoolingMode, weighted: bool
+) -> None:
+    from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+        DenseTableBatchedEmbeddingBagsCodegen,
+    )
+
+    from fbgemm_npu.split_table import register_tbe_layout
+
+    cpu = DenseTableBatchedEmbeddingBagsCodegen(MIXED, pooling_mode=pooling, use_cpu=True)
+    npu = DenseTableBatchedEmbeddingBagsCodegen(MIXED, pooling_mode=pooling, use_cpu=True)
+    with torch.no_grad():
+        npu.weights.copy_(cpu.weights)
+    npu = npu.to(NPU)
+    register_tbe_layout(npu)
+    opts = [torch.optim.Adagrad(m.parameters(), lr=0.1) for m in (cpu, npu)]
+    for i, batch in enumerate(make_batches(MIXED, 5, 2, seed=6, weighted=weighted)):
+        outs = []
+        for tbe, opt, dev in ((cpu, opts[0], "cpu"), (npu, opts[1], "npu")):
+            opt.zero_grad()
+            psw = batch.per_sample_weights
+            out = tbe(batch.indices.to(dev), batch.offsets.to(dev),
+                      per_sample_weights=None if psw is None else psw.to(dev))  # fmt: skip
+            out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(i)).to(dev))
+            opt.step()
+            outs.append(out)
+        assert_close(outs[1], outs[0], 1e-5, f"output, step {i}")
+        assert_close(npu.weights.grad, cpu.weights.grad, 1e-5, f"weights gradient, step {i}")
+        assert_close(npu.weights, cpu.weights, 1e-4, f"weights, step {i}")
