@@ -1,0 +1,239 @@
+"""Shared pieces of the jagged family: argument checks, padding values and the dense index.
+
+A jagged tensor with ``k`` jagged dims is ``values`` (``N`` rows) plus ``k`` offsets tensors.
+``offsets[0]`` has ``B + 1`` entries; the rows of level ``d`` are the entries of ``offsets[d]``
+minus one.  Its padded dense form has shape ``[B, L_1, ..., L_k, (D)]``.  Upstream's kernels walk,
+for every dense position ``(b, j_1, ..., j_k)``::
+
+    r = b
+    for d in range(k):
+        begin, end = offsets[d][r], offsets[d][r + 1]
+        if j_d >= end - begin: the position is padding
+        r = begin + j_d
+    value row = r
+
+:func:`dense_index` computes that walk for all positions at once, level by level: per level an
+``arange``, an ``add`` and a compare build ``[..., L_d]`` indices and the padding mask, and for
+levels after the first one ``index_select`` of ``(begin, end)`` pairs (an ``unfold`` view of the
+offsets).  Nothing loops over batch or rows; the launch count grows with ``k`` only.
+
+Input checks follow ``_checks.py``'s policy: metadata checks always, data checks through one
+``torch._assert_async`` per call.  Upstream reads and writes whatever the offsets point to without
+bounds checks, so the data check here is exactly "every position upstream would touch lies inside
+the tensor it touches" plus upstream's own check that ``offsets[d].numel() - 1`` equals the last
+entry of ``offsets[d - 1]``.  Inputs upstream handles without touching memory out of bounds
+(decreasing offsets, a last offset below ``values.size(0)``, offsets past the end that truncation
+never reaches) give upstream's result.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+
+import torch
+
+from fbgemm_npu.native._checks import (
+    check_dtype,
+    check_ndim,
+    check_on_device,
+    check_same_device,
+    check_tensor,
+    dtype_name,
+    validation_enabled,
+)
+
+__all__ = [
+    "INDEX_DTYPES",
+    "JAGGED_DTYPES",
+    "MAX_JAGGED_DIMS",
+    "assert_no_bad",
+    "check_max_lengths",
+    "check_offsets",
+    "check_values",
+    "dense_index",
+    "numel_of",
+    "padding_scalar",
+    "write_bad",
+]
+
+# Upstream's jagged kernels (CPU and CUDA, FBGEMM_DISPATCH_ALL_TYPES) take exactly these.
+JAGGED_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.int32,
+    torch.int64,
+)
+INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
+# Upstream dispatches 1..5 jagged dims (JAGGED_TENSOR_DISPATCH_DIMS, CUDA's StackArray) and raises
+# beyond; ours is generic, but refuses what upstream refuses.
+MAX_JAGGED_DIMS = 5
+
+_INT_MIN = {torch.int32: -(2**31), torch.int64: -(2**63)}
+
+
+def numel_of(shape: Sequence[int]) -> int:
+    """Product of ``shape`` (1 for ``()``)."""
+    return math.prod(shape)
+
+
+def padding_scalar(value: float, dtype: torch.dtype) -> int | float:
+    """``padding_value`` (a double in upstream's schema) as upstream stores it in ``dtype``.
+
+    Upstream casts with ``static_cast<scalar_t>(double)``: floats round to nearest (half types go
+    through float first, as ``c10::Half(float)`` does); integers truncate toward zero.  An integer
+    cast of NaN or of a value out of range is undefined behaviour in C++; the x86-64 build that is
+    our oracle yields the dtype's minimum (``cvttsd2si``), and so do we.
+    """
+    if dtype.is_floating_point:
+        as_float = _to_float32(value)
+        if dtype == torch.float32:
+            return as_float
+        return torch.tensor(as_float, dtype=torch.float32).to(dtype).item()
+    lo = _INT_MIN[dtype]
+    if math.isnan(value) or not (lo <= value < -lo):
+        return lo
+    return int(value)
+
+
+def _to_float32(value: float) -> float:
+    try:
+        return struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:  # struct refuses finite doubles beyond float32's range: they round to inf
+        return math.copysign(math.inf, value)
+
+
+def check_offsets(op: str, arg: str, offsets: object, device: torch.device) -> list[torch.Tensor]:
+    """Metadata checks of an offsets list; returns it as a list.
+
+    One to five 1-D int32/int64 tensors of one dtype, each with at least one entry, on ``device``.
+    Upstream segfaults on an empty list and raises for the rest.
+    """
+    if not isinstance(offsets, (list, tuple)):
+        raise ValueError(f"{op}: argument '{arg}' must be a list of Tensors")
+    if not 1 <= len(offsets) <= MAX_JAGGED_DIMS:
+        raise ValueError(
+            f"{op}: argument '{arg}' must hold 1 to {MAX_JAGGED_DIMS} offsets tensors (one per "
+            f"jagged dim), got {len(offsets)}"
+        )
+    out = []
+    for d, o in enumerate(offsets):
+        name = f"{arg}[{d}]"
+        o = check_tensor(op, name, o)
+        check_ndim(op, name, o, (1,))
+        check_dtype(op, name, o, INDEX_DTYPES)
+        if o.dtype != offsets[0].dtype:
+            raise ValueError(
+                f"{op}: argument '{name}' has dtype {dtype_name(o.dtype)} but '{arg}[0]' has "
+                f"{dtype_name(offsets[0].dtype)}; all offsets must share one dtype"
+            )
+        if o.numel() == 0:
+            raise ValueError(f"{op}: argument '{name}' must have at least one entry (B + 1)")
+        if o.device != device:
+            raise RuntimeError(
+                f"{op}: argument '{name}' is on {o.device} but the data is on {device}; "
+                "they must be on the same device"
+            )
+        out.append(o)
+    return out
+
+
+def check_values(op: str, arg: str, values: object, min_ndim: int = 1) -> torch.Tensor:
+    """A tensor of a jagged dtype with at least ``min_ndim`` dims."""
+    t = check_tensor(op, arg, values)
+    check_dtype(op, arg, t, JAGGED_DTYPES)
+    if t.dim() < min_ndim:
+        raise ValueError(
+            f"{op}: argument '{arg}' must have at least {min_ndim} dim(s), got a {t.dim()}-D "
+            f"tensor of shape {tuple(t.shape)}"
+        )
+    return t
+
+
+def check_max_lengths(op: str, arg: str, max_lengths: Sequence[int], k: int) -> list[int]:
+    """One non-negative length per jagged dim."""
+    lengths = [int(v) for v in max_lengths]
+    if len(lengths) != k:
+        raise ValueError(
+            f"{op}: argument '{arg}' must have one entry per jagged dim ({k}), got {len(lengths)}"
+        )
+    for d, v in enumerate(lengths):
+        if v < 0:
+            raise ValueError(f"{op}: argument '{arg}[{d}]' must be >= 0, got {v}")
+    return lengths
+
+
+def dense_index(
+    offsets: Sequence[torch.Tensor],
+    max_lengths: Sequence[int],
+    fill: int,
+    bad: list[torch.Tensor] | None,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Value row and padding mask of every dense position ``[B, L_1, ..., L_k]``.
+
+    Returns ``(rows, pad)``: ``rows`` (offsets dtype) is the value row a position reads or
+    writes, ``fill`` where ``pad`` (bool) is set.  ``None`` when a level after the first has no
+    rows at all: every position is then padding (and any non-padding position upstream would
+    visit is reported in ``bad``).
+
+    ``bad`` (when not ``None``) receives tensors whose nonzero entries flag inputs upstream would
+    mishandle: an intermediate row index outside ``[0, rows of the next level)`` and
+    ``offsets[d][-1] != offsets[d + 1].numel() - 1``.  The caller adds the check on the final
+    ``rows``.  Launches: 3 for the first level; 9 for each further one (with the checks; 6 without).
+    Intermediate indices are clamped before they are used, so no read leaves its tensor even with
+    the data checks off.
+    """
+    o0 = offsets[0]
+    start, end = o0[:-1], o0[1:]
+    idx: torch.Tensor | None = None
+    pad: torch.Tensor | None = None
+    for d, (o, length) in enumerate(zip(offsets, max_lengths, strict=True)):
+        if d > 0:
+            assert idx is not None and pad is not None
+            n = o.numel() - 1
+            cur = idx.masked_fill_(pad, 0)
+            if bad is not None:
+                bad.append(offsets[d - 1][-1:] - n)  # upstream: numel(offsets[d]) == last + 1
+                bad.append(cur // n if n > 0 else ~pad)
+            if n == 0:
+                return None
+            cur.clamp_(0, n - 1)
+            pairs = o.unfold(0, 2, 1).index_select(0, cur.reshape(-1))
+            pairs = pairs.view(*cur.shape, 2)
+            start, end = pairs[..., 0], pairs[..., 1]
+        ar = torch.arange(length, dtype=o0.dtype, device=o0.device)
+        idx = start.unsqueeze(-1) + ar
+        beyond = idx >= end.unsqueeze(-1)
+        pad = beyond if pad is None else beyond.logical_or_(pad.unsqueeze(-1))
+    assert idx is not None and pad is not None
+    return idx.masked_fill_(pad, fill), pad
+
+
+def write_bad(rows: torch.Tensor, pad: torch.Tensor, total: int) -> torch.Tensor:
+    """Nonzero where a non-padding position would write outside ``[0, total)``; 2 launches.
+
+    ``rows`` holds ``total`` (the spare row) at padding positions, so those are masked out.
+    """
+    if total == 0:
+        return ~pad
+    return (rows // total).masked_fill_(pad, 0)
+
+
+def assert_no_bad(op: str, bad: list[torch.Tensor] | None, what: str) -> None:
+    """One device-side check that every tensor in ``bad`` is all zeros.
+
+    Launches: ``cat`` (only for several tensors), ``any``, ``logical_not``, ``_assert_async``.
+    """
+    if not bad or not validation_enabled():
+        return
+    flat = bad[0].reshape(-1) if len(bad) == 1 else torch.cat([b.reshape(-1) for b in bad])
+    check_on_device(op, flat.any().logical_not_(), what)
+
+
+def same_device(op: str, **tensors: torch.Tensor | None) -> torch.device:
+    """The common device of the given tensors (raises naming the two that differ)."""
+    dev = check_same_device(op, **tensors)
+    assert dev is not None
+    return dev

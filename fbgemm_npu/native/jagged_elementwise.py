@@ -1,0 +1,313 @@
+"""Jagged-dense elementwise ops on npu: ``fbgemm::jagged_dense_elementwise_add``, ``_mul``
+(+ ``_forward``, ``_backward``), ``_add_jagged_output``,
+``jagged_dense_dense_elementwise_add_jagged_output`` (+ ``_forward``).
+
+Math, with ``to_dense`` / ``to_jagged`` as in ``jagged.py`` (``x`` jagged, ``y`` dense
+``[B, L_1..L_k, D]``, ``T = x_values.size(0)``)::
+
+    add                    = to_dense(x, max_lengths=y.shape[1:-1], padding 0) + y
+    mul                    = x_values * to_jagged(y, T)
+    add_jagged_output      = x_values + to_jagged(y, T)
+    dense_dense_add_jagged = x_values + to_jagged(y_0, T) + to_jagged(y_1, T)   (left to right)
+
+which is upstream's CPU formulation, so dtype promotion and broadcasting follow torch's rules as
+upstream's do.  Value rows no position covers (truncated, or after the last offset) get ``y = 0``.
+Upstream CPU sizes ``to_jagged`` by ``x_offsets[-1].max()`` (a host sync) and raises when that
+differs from ``T``; CUDA, like us, sizes it by ``T`` (no sync) and leaves rows after the last
+offset uncovered.  Offsets that would touch rows outside ``[0, T)`` raise.
+
+Dtypes: float32, float16, bfloat16, int32, int64 (upstream's), mixed dtypes promoted as torch
+does; ``jagged_dense_elementwise_mul_backward`` also float64 (upstream CPU) and bfloat16 (CUDA).
+
+Launches (k = 1; 9 more per extra jagged dim): add 11, mul / add_jagged_output 12,
+dense_dense_add 14; data check included (4-5 of them; ``FBGEMM_NPU_VALIDATE=0`` drops it).  OPS.md's
+budget is 10.  Syncs: 0.
+
+Autograd (upstream registers it for all but ``add``, whose CPU kernel still records gradients
+through its inner to_dense; CUDA's too): d/dx of add is to_jagged(grad), d/dy is grad; mul uses
+``jagged_dense_elementwise_mul_backward``; the jagged-output adds pass grad to ``x_values`` and
+to_dense(grad) to each dense input.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fbgemm_npu.native._checks import check_dtype, check_ndim, check_tensor, validation_enabled
+from fbgemm_npu.native._jagged_utils import (
+    assert_no_bad,
+    check_offsets,
+    check_values,
+    dense_index,
+    write_bad,
+)
+from fbgemm_npu.native.jagged import WRITE_CHECK, needs_grad, to_dense, to_jagged
+
+__all__ = [
+    "KERNELS",
+    "jagged_dense_dense_elementwise_add_jagged_output_forward_npu",
+    "jagged_dense_dense_elementwise_add_jagged_output_npu",
+    "jagged_dense_elementwise_add_jagged_output_npu",
+    "jagged_dense_elementwise_add_npu",
+    "jagged_dense_elementwise_mul_backward_npu",
+    "jagged_dense_elementwise_mul_forward_npu",
+    "jagged_dense_elementwise_mul_npu",
+]
+
+_F = torch.ops.fbgemm
+_ADD = "fbgemm::jagged_dense_elementwise_add"
+_MUL = "fbgemm::jagged_dense_elementwise_mul"
+_MUL_FWD = "fbgemm::jagged_dense_elementwise_mul_forward"
+_MUL_BWD = "fbgemm::jagged_dense_elementwise_mul_backward"
+_ADD_JO = "fbgemm::jagged_dense_elementwise_add_jagged_output"
+_DDADD = "fbgemm::jagged_dense_dense_elementwise_add_jagged_output"
+_DDADD_FWD = "fbgemm::jagged_dense_dense_elementwise_add_jagged_output_forward"
+_GRAD_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def _dense_arg(op: str, arg: str, y: object, offsets: list[torch.Tensor]) -> torch.Tensor:
+    """``y`` must be ``[B, L_1..L_k, D]`` for ``k`` jagged dims."""
+    y = check_values(op, arg, y)
+    check_ndim(op, arg, y, (len(offsets) + 2,))
+    if y.size(0) != offsets[0].numel() - 1:
+        raise ValueError(
+            f"{op}: argument '{arg}' has batch size {y.size(0)} but 'x_offsets[0]' describes "
+            f"{offsets[0].numel() - 1} rows"
+        )
+    return y
+
+
+def _jagged_args(
+    op: str, x_values: object, x_offsets: object, *dense: tuple[str, object]
+) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    x = check_values(op, "x_values", x_values)
+    offsets = check_offsets(op, "x_offsets", x_offsets, x.device)
+    ys = []
+    for arg, y in dense:
+        y = _dense_arg(op, arg, y, offsets)
+        if y.device != x.device:
+            raise RuntimeError(
+                f"{op}: arguments 'x_values' ({x.device}) and '{arg}' ({y.device}) must be on "
+                "the same device"
+            )
+        ys.append(y)
+    return x, offsets, ys
+
+
+def jagged_dense_elementwise_add_npu(
+    x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
+) -> torch.Tensor:
+    """``to_dense(x, y.shape[1:-1], 0) + y`` (dense output).  11 launches (k = 1)."""
+    x = check_values(_ADD, "x_values", x_values)
+    y = check_values(_ADD, "y", check_tensor(_ADD, "y", y))
+    if y.dim() - 2 != len(x_offsets):
+        raise ValueError(
+            f"{_ADD}: argument 'y' must have {len(x_offsets) + 2} dims for {len(x_offsets)} "
+            f"jagged dim(s), got shape {tuple(y.shape)}"
+        )
+    xd = to_dense(_ADD, x, x_offsets, y.shape[1:-1], 0.0, "x_values", "x_offsets")
+    return xd + y
+
+
+def jagged_dense_elementwise_mul_forward_npu(
+    x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
+) -> torch.Tensor:
+    """``x_values * to_jagged(y, x_values.size(0))``.  12 launches (k = 1)."""
+    x, offsets, (y,) = _jagged_args(_MUL_FWD, x_values, x_offsets, ("y", y))
+    return x * to_jagged(_MUL_FWD, y, offsets, x.size(0), False, "y", "x_offsets")
+
+
+def jagged_dense_elementwise_mul_npu(
+    x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """``(mul_forward(x, offsets, y), x_offsets)``."""
+    x, offsets, (y,) = _jagged_args(_MUL, x_values, x_offsets, ("y", y))
+    return x * to_jagged(_MUL, y, offsets, x.size(0), False, "y", "x_offsets"), list(x_offsets)
+
+
+def jagged_dense_elementwise_mul_backward_npu(
+    grad_output: torch.Tensor,
+    x_offsets: list[torch.Tensor],
+    y: torch.Tensor,
+    x_values: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(grad * to_jagged(y), to_dense(grad * x_values, padding 0))``, sharing one index.
+
+    Rows no position covers get ``grad * 0`` (upstream writes a plain 0: the two differ only for
+    a non-finite gradient there).  16 launches (k = 1).
+    """
+    op = _MUL_BWD
+    grad = check_dtype(
+        op, "grad_output", check_tensor(op, "grad_output", grad_output), _GRAD_DTYPES
+    )
+    x = check_dtype(op, "x_values", check_tensor(op, "x_values", x_values), _GRAD_DTYPES)
+    offsets = check_offsets(op, "x_offsets", x_offsets, grad.device)
+    y = check_dtype(op, "y", check_tensor(op, "y", y), _GRAD_DTYPES)
+    check_ndim(op, "y", y, (len(offsets) + 2,))
+    if not (grad.dtype == x.dtype == y.dtype):
+        raise ValueError(f"{op}: 'grad_output', 'x_values' and 'y' must share one dtype")
+    if grad.dim() != 2 or grad.shape != x.shape or grad.size(1) != y.size(-1):
+        raise ValueError(
+            f"{op}: 'grad_output' {tuple(grad.shape)} and 'x_values' {tuple(x.shape)} must be "
+            f"[T, D] with D = y.size(-1) = {y.size(-1)}"
+        )
+    if x.device != y.device or x.device != grad.device:
+        raise RuntimeError(f"{op}: 'grad_output', 'x_values' and 'y' must be on one device")
+    total, d = grad.shape
+    if y.numel() == 0:
+        return torch.zeros_like(grad), torch.zeros_like(y)
+    bad: list[torch.Tensor] | None = [] if validation_enabled() else None
+    index = dense_index(offsets, y.shape[1:-1], total, bad)
+    if index is None:
+        assert_no_bad(op, bad, f"argument 'x_offsets': {WRITE_CHECK}")
+        return torch.zeros_like(grad), torch.zeros_like(y)
+    rows, pad = index
+    if bad is not None:
+        bad.append(write_bad(rows, pad, total))
+    assert_no_bad(op, bad, f"argument 'x_offsets': {WRITE_CHECK}")
+    flat_rows = rows.reshape(-1)
+    jy = grad.new_zeros((total + 1, d))  # row `total` absorbs padding positions
+    jy.index_put_((flat_rows,), y.reshape(-1, d))
+    grad_x = grad * jy[:total]
+    prod = grad.new_empty((total + 1, d))  # row `total` is read by padding positions, then masked
+    torch.mul(grad, x, out=prod[:total])
+    grad_y = prod.index_select(0, flat_rows).view(*rows.shape, d)
+    return grad_x, grad_y.masked_fill_(pad.unsqueeze(-1), 0).view(y.shape)
+
+
+def jagged_dense_elementwise_add_jagged_output_npu(
+    x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """``(x_values + to_jagged(y, T), x_offsets)``.  12 launches (k = 1)."""
+    x, offsets, (y,) = _jagged_args(_ADD_JO, x_values, x_offsets, ("y", y))
+    jy = to_jagged(_ADD_JO, y, offsets, x.size(0), False, "y", "x_offsets")
+    return x + jy, list(x_offsets)
+
+
+def jagged_dense_dense_elementwise_add_jagged_output_forward_npu(
+    x_values: torch.Tensor, x_offsets: list[torch.Tensor], y_0: torch.Tensor, y_1: torch.Tensor
+) -> torch.Tensor:
+    """``x_values + to_jagged(y_0) + to_jagged(y_1)``; one index, one scatter of both (14)."""
+    return _ddadd(_DDADD_FWD, x_values, x_offsets, y_0, y_1)
+
+
+def jagged_dense_dense_elementwise_add_jagged_output_npu(
+    x_values: torch.Tensor, x_offsets: list[torch.Tensor], y_0: torch.Tensor, y_1: torch.Tensor
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """``(..._forward(x_values, x_offsets, y_0, y_1), x_offsets)``."""
+    return _ddadd(_DDADD, x_values, x_offsets, y_0, y_1), list(x_offsets)
+
+
+def _ddadd(op: str, x_values: object, x_offsets: object, y_0: object, y_1: object) -> torch.Tensor:
+    x, offsets, (y0, y1) = _jagged_args(op, x_values, x_offsets, ("y_0", y_0), ("y_1", y_1))
+    total = x.size(0)
+    if y0.shape != y1.shape or y0.dtype != y1.dtype:  # rare: two scatters, upstream's rounding
+        j0 = to_jagged(op, y0, offsets, total, False, "y_0", "x_offsets")
+        return x + j0 + to_jagged(op, y1, offsets, total, False, "y_1", "x_offsets")
+    d = y0.size(-1)
+    both = torch.stack([y0, y1], dim=-2)  # [B, L.., 2, D]: one scatter writes both
+    j = to_jagged(op, both.view(*y0.shape[:-1], 2 * d), offsets, total, False, "y_0", "x_offsets")
+    j = j.view(total, 2, d)
+    return x + j[:, 0] + j[:, 1]
+
+
+# ----------------------------------------------------------------------------------- autograd
+
+
+class _Add(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, *offsets):  # type: ignore[override]
+        ctx.save_for_backward(*offsets)
+        ctx.total = x.size(0)
+        with torch._C._AutoDispatchBelowAutograd():
+            return _F.jagged_dense_elementwise_add(x, list(offsets), y)
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        offsets = list(ctx.saved_tensors)
+        gx = _F.jagged_to_padded_dense_backward(grad, offsets, ctx.total)
+        return (gx, grad, *([None] * len(offsets)))
+
+
+class _Mul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, *offsets):  # type: ignore[override]
+        ctx.save_for_backward(x, y, *offsets)
+        with torch._C._AutoDispatchBelowAutograd():
+            return _F.jagged_dense_elementwise_mul_forward(x, list(offsets), y)
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        x, y, *offsets = ctx.saved_tensors
+        gx, gy = _F.jagged_dense_elementwise_mul_backward(grad, offsets, y, x)
+        return (gx, gy, *([None] * len(offsets)))
+
+
+class _AddJagged(torch.autograd.Function):
+    """Jagged output ``x + to_jagged(y_0) (+ to_jagged(y_1))``: grad to x, to_dense(grad) to y."""
+
+    @staticmethod
+    def forward(ctx, x, y0, y1, *offsets):  # type: ignore[override]
+        ctx.save_for_backward(*offsets)
+        ctx.lengths = list(y0.shape[1:-1])
+        ctx.two = y1 is not None
+        with torch._C._AutoDispatchBelowAutograd():
+            if y1 is None:
+                return _F.jagged_dense_elementwise_add_jagged_output(x, list(offsets), y0)[0]
+            return _F.jagged_dense_dense_elementwise_add_jagged_output_forward(
+                x, list(offsets), y0, y1
+            )
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        offsets = list(ctx.saved_tensors)
+        gy = _F.jagged_to_padded_dense_forward(grad, offsets, ctx.lengths, 0.0)
+        return (grad, gy, gy if ctx.two else None, *([None] * len(offsets)))
+
+
+def _below(fn, *args):  # noqa: ANN001, ANN202 - thin dispatcher hop
+    with torch._C._AutoDispatchBelowAutograd():
+        return fn(*args)
+
+
+def _add_autograd(x_values, x_offsets, y):  # noqa: ANN001, ANN202
+    if needs_grad(x_values, y):
+        return _Add.apply(x_values, y, *x_offsets)
+    return _below(_F.jagged_dense_elementwise_add, x_values, x_offsets, y)
+
+
+def _mul_autograd(x_values, x_offsets, y):  # noqa: ANN001, ANN202
+    if needs_grad(x_values, y):
+        return _Mul.apply(x_values, y, *x_offsets), list(x_offsets)
+    return _below(_F.jagged_dense_elementwise_mul, x_values, x_offsets, y)
+
+
+def _add_jo_autograd(x_values, x_offsets, y):  # noqa: ANN001, ANN202
+    if needs_grad(x_values, y):
+        return _AddJagged.apply(x_values, y, None, *x_offsets), list(x_offsets)
+    return _below(_F.jagged_dense_elementwise_add_jagged_output, x_values, x_offsets, y)
+
+
+def _ddadd_autograd(x_values, x_offsets, y_0, y_1):  # noqa: ANN001, ANN202
+    if needs_grad(x_values, y_0, y_1):
+        return _AddJagged.apply(x_values, y_0, y_1, *x_offsets), list(x_offsets)
+    return _below(
+        _F.jagged_dense_dense_elementwise_add_jagged_output, x_values, x_offsets, y_0, y_1
+    )
+
+
+KERNELS = {
+    _ADD: {"PrivateUse1": jagged_dense_elementwise_add_npu, "AutogradPrivateUse1": _add_autograd},
+    _MUL: {"PrivateUse1": jagged_dense_elementwise_mul_npu, "AutogradPrivateUse1": _mul_autograd},
+    _MUL_FWD: {"PrivateUse1": jagged_dense_elementwise_mul_forward_npu},
+    _MUL_BWD: {"PrivateUse1": jagged_dense_elementwise_mul_backward_npu},
+    _ADD_JO: {
+        "PrivateUse1": jagged_dense_elementwise_add_jagged_output_npu,
+        "AutogradPrivateUse1": _add_jo_autograd,
+    },
+    _DDADD: {
+        "PrivateUse1": jagged_dense_dense_elementwise_add_jagged_output_npu,
+        "AutogradPrivateUse1": _ddadd_autograd,
+    },
+    _DDADD_FWD: {"PrivateUse1": jagged_dense_dense_elementwise_add_jagged_output_forward_npu},
+}

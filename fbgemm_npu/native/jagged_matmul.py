@@ -1,0 +1,172 @@
+"""Batched dense vector x jagged 2-D matrix: ``fbgemm::batched_dense_vec_jagged_2d_mul``
+(+ ``_forward``, ``_backward``) on npu.
+
+Shapes: ``v [B*H, L]``, ``a_values [N, H*D]`` (jagged ``[B, len_b, H*D]``), ``a_offsets [B + 1]``;
+``H = v.size(0) / B`` (1 when B = 0), ``D = a_values.size(1) // H``, ``L = v.size(1)``.  Math::
+
+    out[b*H + h, d] = sum_{l < min(len_b, L)} v[b*H + h, l] * a[start_b + l, h*D + d]   [B*H, D]
+
+Backward::
+
+    v_grad[b*H + h, l]          = sum_d grad[b*H + h, d] * a[start_b + l, h*D + d]  (0 past len)
+    a_grad[start_b + l, h*D + d] = v[b*H + h, l] * grad[b*H + h, d]               (0 elsewhere)
+
+Products are formed in the input dtype and summed with a float32 accumulator for half types, as
+upstream's ``acc_type`` loops do.  Dtypes: float32, float16, bfloat16 (one dtype for v
+and a_values); offsets int32 or int64.
+
+How: ``dense_index`` (k = 1, padding rows point at row 0), one ``index_select`` of the ``[B, L]``
+rows of ``a``, a broadcast ``mul`` with ``v``, a ``masked_fill_`` of the padding products (so a
+non-finite ``v`` past a row's end cannot leak in, as upstream never reads it) and a ``sum`` over
+``L``.  Launches: forward 12 (8 without the data check; OPS.md budgets 10), backward 16.  Syncs: 0.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fbgemm_npu.native._checks import (
+    check_dtype,
+    check_ndim,
+    check_same_device,
+    check_same_dtype,
+    check_tensor,
+    validation_enabled,
+)
+from fbgemm_npu.native._jagged_utils import INDEX_DTYPES, assert_no_bad, dense_index
+from fbgemm_npu.native.jagged import READ_CHECK, needs_grad
+
+__all__ = [
+    "KERNELS",
+    "batched_dense_vec_jagged_2d_mul_backward_npu",
+    "batched_dense_vec_jagged_2d_mul_forward_npu",
+]
+
+_F = torch.ops.fbgemm
+_OP = "fbgemm::batched_dense_vec_jagged_2d_mul"
+_FWD = "fbgemm::batched_dense_vec_jagged_2d_mul_forward"
+_BWD = "fbgemm::batched_dense_vec_jagged_2d_mul_backward"
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _check(
+    op: str, v: object, a_values: object, a_offsets: object
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int, int, int]:
+    """Returns v, a_values, a_offsets, B, H, D."""
+    v = check_ndim(op, "v", check_dtype(op, "v", check_tensor(op, "v", v), _DTYPES), (2,))
+    a = check_tensor(op, "a_values", a_values)
+    a = check_ndim(op, "a_values", check_dtype(op, "a_values", a, _DTYPES), (2,))
+    o = check_tensor(op, "a_offsets", a_offsets)
+    o = check_ndim(op, "a_offsets", check_dtype(op, "a_offsets", o, INDEX_DTYPES), (1,))
+    check_same_dtype(op, v=v, a_values=a)
+    check_same_device(op, v=v, a_values=a, a_offsets=o)
+    if o.numel() == 0:
+        raise ValueError(f"{op}: argument 'a_offsets' must have at least one entry (B + 1)")
+    b = o.numel() - 1
+    if b > 0 and v.size(0) % b != 0:
+        raise ValueError(
+            f"{op}: B = {b} (a_offsets.numel() - 1) must divide v.size(0) = {v.size(0)}"
+        )
+    h = 1 if b == 0 else v.size(0) // b
+    return v, a, o, b, h, (a.size(1) // h if h > 0 else 0)
+
+
+def _gather(
+    op: str, a: torch.Tensor, o: torch.Tensor, b: int, h: int, d: int, length: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """``a`` rows on the ``[B, L]`` grid as ``[B, L, H, D]`` (padding positions hold row 0),
+    the padding mask and the row index; ``None`` when ``a`` has no rows (every position must
+    then be padding)."""
+    n = a.size(0)
+    bad: list[torch.Tensor] | None = [] if validation_enabled() else None
+    rows, pad = dense_index([o], [length], 0, bad)  # type: ignore[misc]
+    if bad is not None:
+        bad.append(rows // n if n > 0 else ~pad)
+    assert_no_bad(op, bad, f"argument 'a_offsets': {READ_CHECK}")
+    if n == 0:
+        return None
+    flat = rows.reshape(-1)
+    return a[:, : h * d].index_select(0, flat).view(b, length, h, d), pad, flat
+
+
+def batched_dense_vec_jagged_2d_mul_forward_npu(
+    v: torch.Tensor, a_values: torch.Tensor, a_offsets: torch.Tensor
+) -> torch.Tensor:
+    """``out [B*H, D]``: see the module docstring.  12 launches, 0 syncs."""
+    v, a, o, b, h, d = _check(_FWD, v, a_values, a_offsets)
+    length = v.size(1)
+    if b == 0 or d == 0 or length == 0:
+        return v.new_zeros((b * h, d))
+    got = _gather(_FWD, a, o, b, h, d, length)
+    if got is None:
+        return v.new_zeros((b * h, d))
+    g, pad, _ = got
+    # [B, L, H, 1] * [B, L, H, D]: v[b*H + h, l] broadcast over d.
+    prod = v.view(b, h, length).transpose(1, 2).unsqueeze(-1) * g
+    prod.masked_fill_(pad.view(b, length, 1, 1), 0)
+    return prod.sum(1).view(b * h, d)
+
+
+def batched_dense_vec_jagged_2d_mul_backward_npu(
+    grad_output: torch.Tensor, v: torch.Tensor, a_values: torch.Tensor, a_offsets: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(v_grad [B*H, L], a_values_grad [N, a_values.size(1)])``.  16 launches, 0 syncs."""
+    v, a, o, b, h, _ = _check(_BWD, v, a_values, a_offsets)
+    grad = check_ndim(_BWD, "grad_output", check_tensor(_BWD, "grad_output", grad_output), (2,))
+    check_same_dtype(_BWD, grad_output=grad, v=v)
+    d, length = grad.size(1), v.size(1)
+    if grad.size(0) != b * h or (h * d > a.size(1)):
+        raise ValueError(
+            f"{_BWD}: argument 'grad_output' {tuple(grad.shape)} must be [B*H, D] = [{b * h}, D] "
+            f"with H*D <= a_values.size(1) = {a.size(1)}"
+        )
+    if b == 0 or d == 0 or length == 0:
+        return torch.zeros_like(v), torch.zeros_like(a)
+    got = _gather(_BWD, a, o, b, h, d, length)
+    if got is None:
+        return torch.zeros_like(v), torch.zeros_like(a)
+    g, pad, rows = got
+    mask = pad.view(b, length, 1, 1)
+    gr = grad.view(b, 1, h, d)
+    v_grad = (g * gr).masked_fill_(mask, 0).sum(-1)  # [B, L, H]
+    v_grad = v_grad.permute(0, 2, 1).reshape(b * h, length)
+    outer = v.view(b, h, length).transpose(1, 2).unsqueeze(-1) * gr  # [B, L, H, D]
+    outer.masked_fill_(mask, 0)  # padding positions add 0 to row 0
+    a_grad = torch.zeros_like(a)
+    a_grad[:, : h * d].index_put_((rows,), outer.reshape(b * length, h * d), accumulate=True)
+    return v_grad, a_grad
+
+
+class _Bdvj(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, v, a_values, a_offsets):  # type: ignore[override]
+        ctx.save_for_backward(v, a_values, a_offsets)
+        with torch._C._AutoDispatchBelowAutograd():
+            return _F.batched_dense_vec_jagged_2d_mul_forward(v, a_values, a_offsets)
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        v, a, o = ctx.saved_tensors
+        gv, ga = _F.batched_dense_vec_jagged_2d_mul_backward(grad, v, a, o)
+        return gv, ga, None
+
+
+def _autograd(v: torch.Tensor, a_values: torch.Tensor, a_offsets: torch.Tensor) -> torch.Tensor:
+    if needs_grad(v, a_values):
+        return _Bdvj.apply(v, a_values, a_offsets)
+    with torch._C._AutoDispatchBelowAutograd():
+        return _F.batched_dense_vec_jagged_2d_mul_forward(v, a_values, a_offsets)
+
+
+def batched_dense_vec_jagged_2d_mul_npu(
+    v: torch.Tensor, a_values: torch.Tensor, a_offsets: torch.Tensor
+) -> torch.Tensor:
+    """``fbgemm::batched_dense_vec_jagged_2d_mul`` below autograd: the forward."""
+    return batched_dense_vec_jagged_2d_mul_forward_npu(v, a_values, a_offsets)
+
+
+KERNELS = {
+    _OP: {"PrivateUse1": batched_dense_vec_jagged_2d_mul_npu, "AutogradPrivateUse1": _autograd},
+    _FWD: {"PrivateUse1": batched_dense_vec_jagged_2d_mul_forward_npu},
+    _BWD: {"PrivateUse1": batched_dense_vec_jagged_2d_mul_backward_npu},
+}
