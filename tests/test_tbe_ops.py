@@ -586,3 +586,37 @@ def test_dense_tbe_trains_with_a_torch_optimizer_like_upstream_cpu(
         assert_close(outs[1], outs[0], 1e-5, f"output, step {i}")
         assert_close(npu.weights.grad, cpu.weights.grad, 1e-5, f"weights gradient, step {i}")
         assert_close(npu.weights, cpu.weights, 1e-4, f"weights, step {i}")
+
+
+def test_none_optimizer_returns_the_weights_gradient() -> None:
+    """OptimType.NONE (CUDA only upstream): no update; the gradient of ``weights_dev`` is upstream's
+    sparse COO ``[total_hash_size, D]`` -- dense on a backend without sparse tensors (the
+    simulator) -- with each touched row's summed gradient."""
+    tbe = build(O.NONE, ONE_D, "npu", "device")
+    g = torch.Generator().manual_seed(8)
+    tables = [torch.rand(e, d, generator=g) for e, d in ONE_D]
+    with torch.no_grad():
+        for w, t in zip(tbe.split_embedding_weights(), tables, strict=True):
+            w.copy_(t)
+    reference = ref.ReferenceTBE(tables, "sgd", 0, learning_rate=1.0)
+    batch = make_batches(ONE_D, 5, 1, seed=9)[0]
+    n_unique = sum(
+        int(torch.unique(batch.indices[batch.offsets[t * 5] : batch.offsets[t * 5 + 5]]).numel())
+        for t in range(3)
+    )
+    out, grad = run(tbe, batch, "npu", torch.int64, grad_seed=0, total_unique_indices=n_unique)
+    reference.forward_backward(batch.indices, batch.offsets, None, grad)
+    assert_close(out.reshape(-1), reference_out(tables, batch), 1e-5, "output")
+    wgrad = tbe.weights_dev.grad
+    assert wgrad is not None and wgrad.device.type == "npu"
+    wgrad = wgrad.to_dense() if wgrad.is_sparse else wgrad
+    expected = torch.cat([t - r for t, r in zip(tables, reference.tables, strict=True)])
+    assert_close(wgrad, expected, 1e-5, "weights gradient")
+    for w, t in zip(tbe.split_embedding_weights(), tables, strict=True):
+        assert_close(w, t, 0.0, "weights must not change")
+
+
+def reference_out(tables: list[torch.Tensor], batch: Batch) -> torch.Tensor:
+    return ref.ReferenceTBE(tables, "sgd", 0, learning_rate=0.0).forward_backward(
+        batch.indices, batch.offsets, None, torch.zeros(5 * sum(t.size(1) for t in tables))
+    )
