@@ -620,3 +620,33 @@ def reference_out(tables: list[torch.Tensor], batch: Batch) -> torch.Tensor:
     return ref.ReferenceTBE(tables, "sgd", 0, learning_rate=0.0).forward_backward(
         batch.indices, batch.offsets, None, torch.zeros(5 * sum(t.size(1) for t in tables))
     )
+
+
+def test_set_learning_rate_and_state_dict_round_trip() -> None:
+    opt = O.EXACT_ROWWISE_ADAGRAD
+    cpu = build(opt, MIXED, "cpu")
+    npu = build(opt, MIXED, "npu", "device")
+    same_weights(cpu, npu)
+    b0, b1, b2 = make_batches(MIXED, 4, 3, seed=12)
+    for tbe, dev in ((cpu, "cpu"), (npu, "npu")):
+        run(tbe, b0, dev, torch.int64, grad_seed=0)
+        tbe.set_learning_rate(0.2)
+        run(tbe, b1, dev, torch.int64, grad_seed=1)
+    assert npu.get_learning_rate() == pytest.approx(0.2)
+    restored = build(opt, MIXED, "npu", "device")
+    restored.load_state_dict(npu.state_dict())
+    restored.set_learning_rate(0.2)
+    run(cpu, b2, "cpu", torch.int64, grad_seed=2)
+    run(restored, b2, "npu", torch.int64, grad_seed=2)
+    for a, b in zip(cpu.split_embedding_weights(), restored.split_embedding_weights(), strict=True):
+        assert_close(b, a, 1e-4, "weights after restore")
+    for sa, sb in zip(cpu.split_optimizer_states(), restored.split_optimizer_states(), strict=True):
+        for a, b in zip(sa, sb, strict=True):
+            assert_close(b, a, 1e-4, "optimizer states after restore")
+
+
+def test_bad_output_dtype_names_op_and_argument() -> None:
+    with pytest.raises(ValueError, match="lookup_sgd_function_pt2: argument 'output_dtype'"):
+        build(O.EXACT_SGD, MIXED, "npu", "device", output_dtype=SparseType.INT8)(
+            torch.tensor([0], device=NPU), torch.tensor([0, 1, 1, 1], device=NPU)
+        )
