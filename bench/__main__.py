@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "tbe":
         from bench import tbe as tbe_bench
 
-        return tbe_bench.main(args.repeats, args.out)
+        return tbe_bench.main(args.repeats, args.out, threads=args.threads)
 
     from fbgemm_npu.testing import simulate
 

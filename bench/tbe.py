@@ -18,6 +18,7 @@ the plan-building first call), counted by :mod:`fbgemm_npu.testing.counters`.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -154,8 +155,10 @@ def run(shape: Shape, repeats: int) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]], shape: Shape, repeats: int, kind: str) -> str:
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     head = (
-        f"TBE lookup, {shape}; npu device: {kind}.  Times: CPU wall time of both kernels on the "
+        f"TBE lookup, {shape}; npu device: {kind}; {torch.get_num_threads()} CPU threads, load "
+        f"average {load} at the end of the run.  Times: CPU wall time of both kernels on the "
         f"same CPU tensors, median of {repeats} interleaved runs; GB/s as upstream's benchmark "
         "counts it (forward B*sum(D)*L*4 bytes, forward+backward 3x); launches/syncs: one call "
         "on npu (forward: the lookup; backward: gradient aggregation and fused optimizer).\n\n"
@@ -171,9 +174,13 @@ def table(rows: list[dict[str, Any]], shape: Shape, repeats: int, kind: str) -> 
     return head + body
 
 
-def main(repeats: int, out: Path, shape: Shape | None = None) -> int:
+def main(repeats: int, out: Path, shape: Shape | None = None, threads: int = 0) -> int:
+    """Run, print and write the table; ``threads > 0`` sets torch's intra-op thread count (both
+    sides alike: on an oversubscribed machine torch's parallel sort slows down 30x)."""
     from fbgemm_npu.testing import simulate
 
+    if threads > 0:
+        torch.set_num_threads(threads)
     kind = simulate()
     shape = shape or Shape()
     text = table(run(shape, repeats), shape, repeats, kind)
