@@ -246,3 +246,9 @@ def test_summary_is_a_table(dev: str) -> None:
     assert lines[1].split() == [f"{_NS}.outer.default", "6", "0", "-"]
     assert lines[-2].split() == ["(outside", "calls)", "1", "0", "-"]
     assert lines[-1].split() == ["total", "7", "0", "-"]
+
+
+def test_tensor_literal_on_device_counts_its_host_to_device_copy() -> None:
+    with count() as c:
+        torch.tensor([1, 2, 3], device="npu")
+    assert c.launches == 1 and c.syncs == 0, c.summary()
