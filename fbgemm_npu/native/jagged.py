@@ -27,9 +27,12 @@ Upstream registers autograd for ``jagged_to_padded_dense_forward``, ``jagged_1d_
 ``jagged_2d_to_dense`` and ``dense_to_jagged_forward``; the two composite ops
 (``jagged_to_padded_dense``, ``dense_to_jagged``) are registered here too, so that a call on npu is
 one dispatch and ``info`` lists them.  Gradients: to_dense's is ``jagged_to_padded_dense_backward``
-(to_jagged of the incoming gradient, summed where rows overlap: the true gradient of a gather; for
-non-overlapping rows, which is every well-formed input, that is upstream's result); to_jagged's is
-``jagged_to_padded_dense_forward`` of the gradient with padding 0.
+(to_jagged of the incoming gradient), to_jagged's is ``jagged_to_padded_dense_forward`` of the
+gradient with padding 0, as upstream's.
+
+Rows that overlap (only decreasing offsets make them) are written by several positions; upstream's
+loop lets the last one win, ours lets one of them win (the last on CPU and the simulator; on a
+device ``index_put_`` does not order them).  Well-formed offsets never overlap.
 """
 
 from __future__ import annotations
@@ -124,14 +127,13 @@ def to_jagged(
     dense: torch.Tensor,
     offsets: Sequence[torch.Tensor],
     total: int,
-    accumulate: bool,
     dense_arg: str,
     offsets_arg: str,
 ) -> torch.Tensor:
     """``[total, D]``: dense positions scattered to their value rows, zeros elsewhere.
 
-    ``dense`` is ``[B, L_1..L_k, D]`` (arguments already checked).  ``accumulate`` sums positions
-    that share a row (only overlapping rows do), else the last write wins, as upstream's loop.
+    ``dense`` is ``[B, L_1..L_k, D]`` (arguments already checked).  Positions that share a row
+    (only overlapping rows do) write one of their values.
     """
     d = dense.size(-1)
     if dense.numel() == 0:
@@ -147,7 +149,7 @@ def to_jagged(
         bad.append(write_bad(rows, pad, total))
     assert_no_bad(op, bad, what)
     out = dense.new_zeros((total + 1, d))  # row `total` absorbs the padding positions
-    out.index_put_((rows.reshape(-1),), dense.reshape(-1, d), accumulate=accumulate)
+    out.index_put_((rows.reshape(-1),), dense.reshape(-1, d), accumulate=False)
     return out[:total]
 
 
@@ -175,7 +177,7 @@ def jagged_to_padded_dense_backward_npu(
     grad_output: torch.Tensor, offsets: list[torch.Tensor], total_L: int
 ) -> torch.Tensor:
     """``fbgemm::jagged_to_padded_dense_backward``: ``[total_L, D]`` (``[total_L]`` when
-    ``grad_output`` has no inner dim), each value row the gradient of the positions that read it,
+    ``grad_output`` has no inner dim), each value row the gradient of the position that reads it,
     zeros for rows no position reads (truncated or uncovered).  11 launches (k=1), 0 syncs."""
     op = _J2D_BWD
     grad = check_values(op, "grad_output", grad_output)
@@ -190,7 +192,7 @@ def jagged_to_padded_dense_backward_npu(
     folded = grad.dim() == k + 1
     dense = grad.unsqueeze(-1) if folded else grad
     _check_batch(op, "grad_output", dense, offsets)
-    out = to_jagged(op, dense, offsets, total, True, "grad_output", "offsets")
+    out = to_jagged(op, dense, offsets, total, "grad_output", "offsets")
     return out.squeeze(-1) if folded else out
 
 
@@ -241,7 +243,7 @@ def _dense_to_jagged(
             raise ValueError(f"{op}: 'x_offsets[{k - 1}]' has a negative maximum ({total})")
     else:
         total = _check_total(op, total_L)
-    return to_jagged(op, dense, offsets, total, False, "dense", "x_offsets")
+    return to_jagged(op, dense, offsets, total, "dense", "x_offsets")
 
 
 def _check_total(op: str, total_L: int) -> int:

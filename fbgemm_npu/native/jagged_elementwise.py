@@ -114,7 +114,7 @@ def jagged_dense_elementwise_mul_forward_npu(
 ) -> torch.Tensor:
     """``x_values * to_jagged(y, x_values.size(0))``.  12 launches (k = 1)."""
     x, offsets, (y,) = _jagged_args(_MUL_FWD, x_values, x_offsets, ("y", y))
-    return x * to_jagged(_MUL_FWD, y, offsets, x.size(0), False, "y", "x_offsets")
+    return x * to_jagged(_MUL_FWD, y, offsets, x.size(0), "y", "x_offsets")
 
 
 def jagged_dense_elementwise_mul_npu(
@@ -122,7 +122,7 @@ def jagged_dense_elementwise_mul_npu(
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """``(mul_forward(x, offsets, y), x_offsets)``."""
     x, offsets, (y,) = _jagged_args(_MUL, x_values, x_offsets, ("y", y))
-    return x * to_jagged(_MUL, y, offsets, x.size(0), False, "y", "x_offsets"), list(x_offsets)
+    return x * to_jagged(_MUL, y, offsets, x.size(0), "y", "x_offsets"), list(x_offsets)
 
 
 def jagged_dense_elementwise_mul_backward_npu(
@@ -180,7 +180,7 @@ def jagged_dense_elementwise_add_jagged_output_npu(
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """``(x_values + to_jagged(y, T), x_offsets)``.  12 launches (k = 1)."""
     x, offsets, (y,) = _jagged_args(_ADD_JO, x_values, x_offsets, ("y", y))
-    jy = to_jagged(_ADD_JO, y, offsets, x.size(0), False, "y", "x_offsets")
+    jy = to_jagged(_ADD_JO, y, offsets, x.size(0), "y", "x_offsets")
     return x + jy, list(x_offsets)
 
 
@@ -202,11 +202,11 @@ def _ddadd(op: str, x_values: object, x_offsets: object, y_0: object, y_1: objec
     x, offsets, (y0, y1) = _jagged_args(op, x_values, x_offsets, ("y_0", y_0), ("y_1", y_1))
     total = x.size(0)
     if y0.shape != y1.shape or y0.dtype != y1.dtype:  # rare: two scatters, upstream's rounding
-        j0 = to_jagged(op, y0, offsets, total, False, "y_0", "x_offsets")
-        return x + j0 + to_jagged(op, y1, offsets, total, False, "y_1", "x_offsets")
+        j0 = to_jagged(op, y0, offsets, total, "y_0", "x_offsets")
+        return x + j0 + to_jagged(op, y1, offsets, total, "y_1", "x_offsets")
     d = y0.size(-1)
     both = torch.stack([y0, y1], dim=-2)  # [B, L.., 2, D]: one scatter writes both
-    j = to_jagged(op, both.view(*y0.shape[:-1], 2 * d), offsets, total, False, "y_0", "x_offsets")
+    j = to_jagged(op, both.view(*y0.shape[:-1], 2 * d), offsets, total, "y_0", "x_offsets")
     j = j.view(total, 2, d)
     return x + j[:, 0] + j[:, 1]
 
