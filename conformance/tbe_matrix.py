@@ -119,6 +119,8 @@ CI_CASES: list[TbeCase] = [
     C(O.EXACT_SGD, "cuda", bounds_check=BC.NONE),
     C(O.EXACT_SGD, "cpu", bounds_check=BC.FATAL),
     C(O.EXACT_SGD, "cuda", bounds_check=BC.V2_IGNORE, bad_indices=True),
+    C(O.EXACT_ROWWISE_ADAGRAD, "cpu", bounds_check=BC.V2_WARNING, bad_indices=True, vbe=True),
+    C(O.EXACT_SGD, "cuda", bounds_check=BC.V2_FATAL),
     # learning rate and checkpoints
     C(O.EXACT_ROWWISE_ADAGRAD, "cpu", set_lr=0.5, state_dict_roundtrip=True),
     C(O.ADAM, "cuda", set_lr=0.05, state_dict_roundtrip=True, opt=_ADAM_HP),

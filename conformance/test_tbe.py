@@ -77,7 +77,7 @@ def test_matrix_covers_the_issue() -> None:
         "weights": {S.FP32, S.FP16, S.BF16},
         "output": {S.FP32, S.FP16, S.BF16},
         "index": {torch.int32, torch.int64},
-        "bounds": {BC.NONE, BC.IGNORE, BC.WARNING, BC.FATAL, BC.V2_IGNORE},
+        "bounds": set(BC),
         "oracle": {"upstream", "reference"},
     }
     for axis, values in want.items():
@@ -123,10 +123,11 @@ def test_comparison_catches_a_wrong_update() -> None:
         compare(case, other, expected)
 
 
+@pytest.mark.parametrize("mode", [BC.FATAL, BC.V2_FATAL])
 @pytest.mark.parametrize("style", ["cpu", "cuda"])
-def test_fatal_bounds_check_raises_like_upstream(style: str) -> None:
-    """BoundsCheckMode.FATAL with an out-of-range index: upstream CPU raises, so does ours."""
-    case = TbeCase(O.EXACT_SGD, style, bounds_check=BC.FATAL, bad_indices=True, steps=1)
+def test_fatal_bounds_check_raises_like_upstream(style: str, mode: BC) -> None:
+    """(V2_)FATAL with an out-of-range index: upstream CPU raises, so does ours."""
+    case = TbeCase(O.EXACT_SGD, style, bounds_check=mode, bad_indices=True, steps=1)
     batches = make_batches(case)
     with pytest.raises(Exception):  # noqa: B017 - upstream raises a RuntimeError from C++
         run_module(case, "cpu", "cpu", batches)
