@@ -213,7 +213,7 @@ def make_batches(case: TbeCase) -> list[Batch]:
     return batches
 
 
-def _init_weights(case: TbeCase) -> list[torch.Tensor]:
+def init_weights(case: TbeCase) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(case.seed + 1000)
     dtype = case.weights_precision.as_dtype()
     return [
@@ -266,7 +266,7 @@ def _snapshot_states(m: SplitTableBatchedEmbeddingBagsCodegen) -> list[list[torc
 def run_module(case: TbeCase, device: str, style: str, batches: list[Batch]) -> Trace:
     """Train upstream's TBE (on ``device``, in ``style``) for the case's steps."""
     m = build(case, device, style)
-    for w, w0 in zip(m.split_embedding_weights(), _init_weights(case), strict=True):
+    for w, w0 in zip(m.split_embedding_weights(), init_weights(case), strict=True):
         w.copy_(w0.to(w.dtype))
     trace = Trace([], [], [], [])
     for step, batch in enumerate(batches):
@@ -317,7 +317,7 @@ def run_reference(case: TbeCase, batches: list[Batch]) -> Trace:
         hp["weight_decay_mode"] = float(WeightDecayMode.DECOUPLE_GLOBAL.value)
         hp["gwd_start_iter"] = float(case.gwd_start_iter)
     ref = RefTbe(
-        weights=_init_weights(case),
+        weights=init_weights(case),
         feature_table_map=case.features,
         optimizer=case.optimizer,
         pooling=case.pooling,
@@ -433,41 +433,3 @@ def run_case(case: TbeCase, device: str = "npu:0") -> TbeResult:
     except AssertionError as exc:
         return TbeResult(case, oracle, False, str(exc), note=note)
     return TbeResult(case, oracle, True, "", max_abs, max_rel, note)
-
-
-def embedding_bag_outputs(
-    case: TbeCase, device: str = "npu:0"
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ours, torch's): the first forward of upstream's TBE on ``device`` and the same lookup
-    done per feature by ``torch.nn.functional.embedding_bag`` (SUM / MEAN, per-sample weights
-    with SUM only, as torch allows) on the CPU in float64."""
-    if (
-        case.pooling == PoolingMode.NONE
-        or case.vbe
-        or (case.weighted and case.pooling != PoolingMode.SUM)
-    ):
-        raise ValueError("embedding_bag_outputs: pooled, non-VBE cases (weighted only with SUM)")
-    batch = make_batches(case)[0]
-    m = build(case, device, case.style)
-    w0 = _init_weights(case)
-    for w, init in zip(m.split_embedding_weights(), w0, strict=True):
-        w.copy_(init.to(w.dtype))
-    psw = batch.per_sample_weights
-    with torch.no_grad():
-        ours = m(
-            batch.indices.to(device=device, dtype=case.index_dtype),
-            batch.offsets.to(device=device, dtype=case.index_dtype),
-            None if psw is None else psw.to(device),
-        )
-    mode = "sum" if case.pooling == PoolingMode.SUM else "mean"
-    cols = []
-    for f, t in enumerate(case.features):
-        off = batch.offsets[f * case.batch : (f + 1) * case.batch + 1]
-        lo, hi = int(off[0]), int(off[-1])
-        cols.append(
-            torch.nn.functional.embedding_bag(
-                batch.indices[lo:hi], w0[t], off[:-1] - lo, mode=mode,
-                per_sample_weights=None if psw is None else psw[lo:hi].to(F64),
-            )
-        )  # fmt: skip
-    return ours.to("cpu", F64), torch.cat(cols, dim=1)

@@ -20,8 +20,9 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_common import PoolingMode as 
 
 from conformance.tbe import (
     TbeCase,
+    build,
     compare,
-    embedding_bag_outputs,
+    init_weights,
     make_batches,
     oracle_of,
     run_case,
@@ -135,6 +136,40 @@ def test_fatal_bounds_check_raises_like_upstream(style: str, mode: BC) -> None:
         out = run_module(case, "npu:0", style, make_batches(case))
         torch.npu.synchronize()  # an asynchronous device assert surfaces here
         del out
+
+
+def embedding_bag_outputs(
+    case: TbeCase, device: str = "npu:0"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ours, torch's): the first forward of upstream's TBE on ``device`` and the same lookup
+    done per feature by ``torch.nn.functional.embedding_bag`` (SUM / MEAN, per-sample weights
+    with SUM only, as torch allows) on the CPU in float64."""
+    if case.pooling == P.NONE or case.vbe or (case.weighted and case.pooling != P.SUM):
+        raise ValueError("embedding_bag_outputs: pooled, non-VBE cases (weighted only with SUM)")
+    batch = make_batches(case)[0]
+    m = build(case, device, case.style)
+    w0 = init_weights(case)
+    for w, init in zip(m.split_embedding_weights(), w0, strict=True):
+        w.copy_(init.to(w.dtype))
+    psw = batch.per_sample_weights
+    with torch.no_grad():
+        ours = m(
+            batch.indices.to(device=device, dtype=case.index_dtype),
+            batch.offsets.to(device=device, dtype=case.index_dtype),
+            None if psw is None else psw.to(device),
+        )
+    mode = "sum" if case.pooling == P.SUM else "mean"
+    cols = []
+    for f, t in enumerate(case.features):
+        off = batch.offsets[f * case.batch : (f + 1) * case.batch + 1]
+        lo, hi = int(off[0]), int(off[-1])
+        cols.append(
+            torch.nn.functional.embedding_bag(
+                batch.indices[lo:hi], w0[t], off[:-1] - lo, mode=mode,
+                per_sample_weights=None if psw is None else psw[lo:hi].to(torch.float64),
+            )
+        )  # fmt: skip
+    return ours.to("cpu", torch.float64), torch.cat(cols, dim=1)
 
 
 @pytest.mark.parametrize(
