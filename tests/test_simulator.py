@@ -186,3 +186,13 @@ def test_scalar_reads_and_data_dependent_ops() -> None:
     assert t.tolist() == [0, 3, 0, 5]
     assert torch.equal(torch.nonzero(t).cpu(), torch.tensor([[1], [3]]))
     assert torch.equal(torch.unique(t).cpu(), torch.tensor([0, 3, 5]))
+
+
+def test_streams_are_distinct_objects_with_a_default() -> None:
+    a, b = torch.npu.Stream(), torch.npu.Stream()
+    assert a != b and a == a
+    assert torch.npu.current_stream() == torch.npu.default_stream()
+    assert torch.npu.current_stream() != a
+    with torch.npu.stream(a):
+        torch.ones(1, device="npu").add_(1)
+    a.synchronize()

@@ -201,11 +201,22 @@ def is_bf16_supported() -> bool:
 
 
 class Stream:
-    """A stream of the simulated device: work is synchronous, so every stream is always idle."""
+    """A stream of the simulated device: work is synchronous, so every stream is always idle.
 
-    def __init__(self, device: torch.device | str | int | None = None, priority: int = 0) -> None:
+    Streams are distinct objects with their own ids (the default stream of a device is id 0), so
+    code that checks two streams differ, as fbgemm's prefetch does, sees what a device shows it.
+    """
+
+    _next_id = 1
+
+    def __init__(
+        self, device: torch.device | str | int | None = None, priority: int = 0, *, _id: int = -1
+    ) -> None:
         self.device = torch.device("npu", _index(device))
         self.priority = priority
+        if _id < 0:
+            _id, Stream._next_id = Stream._next_id, Stream._next_id + 1
+        self.stream_id = _id
 
     def wait_stream(self, stream: Stream) -> None:
         """Nothing to wait for."""
@@ -225,10 +236,14 @@ class Stream:
         """Nothing to wait for."""
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Stream) and other.device == self.device
+        return (
+            isinstance(other, Stream)
+            and other.device == self.device
+            and other.stream_id == self.stream_id
+        )
 
     def __hash__(self) -> int:
-        return hash(("npu-stream", self.device))
+        return hash(("npu-stream", self.device, self.stream_id))
 
 
 class Event:
@@ -258,7 +273,9 @@ _default_streams: dict[int, Stream] = {}
 
 def default_stream(device: torch.device | str | int | None = None) -> Stream:
     idx = _index(device)
-    return _default_streams.setdefault(idx, Stream(idx))
+    if idx not in _default_streams:
+        _default_streams[idx] = Stream(idx, _id=0)
+    return _default_streams[idx]
 
 
 def current_stream(device: torch.device | str | int | None = None) -> Stream:
