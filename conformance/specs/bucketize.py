@@ -64,14 +64,14 @@ def _real(t: Any) -> Any:
     return t
 
 
-def _copies(*ts: Any) -> int:
-    """Inputs the kernels must copy to flatten (non-contiguous and not viewable as 1-D)."""
+def _copies(*ts: Any, shape: tuple[int, ...] = (-1,)) -> int:
+    """Inputs the kernels must copy to read as ``shape`` (non-contiguous and not viewable)."""
     n = 0
     for t in ts:
         t = _real(t)
         if t is not None and t.numel() > 0:
             try:
-                t.view(-1)
+                t.view(shape)
             except RuntimeError:
                 n += 1
     return n
@@ -91,7 +91,7 @@ def block_budget(lengths: Any, indices: Any, bucketize_pos: bool, sequence: bool
                  batch_size_per_feature: Any = None, block_bucketize_pos: Any = None,
                  return_bucket_mapping: bool = False, keep_orig_idx: bool = False,
                  total_num_blocks: Any = None, keep_orig_idx_per_feature: Any = None,
-                 **_: Any) -> Budget:  # fmt: skip
+                 weights_dim: int | None = None, **_: Any) -> Budget:  # fmt: skip
     """Launches of one block-op call, term by term, as the kernels' docstrings count them."""
     x, p = _real(indices), my_size
     bits = torch.iinfo(x.dtype).bits
@@ -113,8 +113,8 @@ def block_budget(lengths: Any, indices: Any, bucketize_pos: bool, sequence: bool
     n += 2 * (keep_orig_idx_per_feature is not None)
     n += 5 + (p <= 256)  # key, ones, zeros, index_add, sort (+ its uint8 key)
     n += 1 + (weights is not None) + (sequence or bucketize_pos) + sequence + 3 * bucketize_pos
-    n += _copies(lengths, indices, block_sizes, weights, total_num_blocks,
-                 keep_orig_idx_per_feature)  # fmt: skip
+    n += _copies(lengths, indices, block_sizes, total_num_blocks, keep_orig_idx_per_feature)
+    n += _copies(weights, shape=(-1,) if weights_dim is None else (x.numel(), weights_dim))
     if validation_enabled():
         n += 6 + 6 * vbe + 5 * tnb
     return Budget(launches=n, syncs=0)
