@@ -43,6 +43,7 @@ class RankReport:
 
     sharding_type: str
     rank: int
+    model: str = "dlrm"
     npu_losses: list[float] = field(default_factory=list)
     cpu_losses: list[float] = field(default_factory=list)
     npu_samples_per_s: float = float("nan")
@@ -81,7 +82,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=[*SHARDING_TYPES, "auto", "all"],
         help="sharding type of every table; 'auto': the planner chooses; 'all': each in turn",
     )
-    p.add_argument("--model", default="dlrm", choices=["dlrm", "dcn"], help="DLRM or DLRM_DCN")
+    p.add_argument(
+        "--model",
+        default="dlrm",
+        choices=["dlrm", "dcn", "all"],
+        help="torchrec's DLRM, DLRM_DCN, or both in turn",
+    )
     p.add_argument("--batch-size", type=int, default=64, help="samples per rank per step")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--num-embeddings", type=int, default=1000, help="rows per table")
@@ -104,11 +110,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _config(args: argparse.Namespace, sharding_type: str) -> Any:
+def _config(args: argparse.Namespace, model: str, sharding_type: str) -> Any:
     from fbgemm_npu.examples.dlrm_train import RunConfig
 
     return RunConfig(
-        model=args.model,
+        model=model,
         sharding_type=sharding_type,
         num_sparse=args.tables,
         num_embeddings=args.num_embeddings,
@@ -121,10 +127,13 @@ def _config(args: argparse.Namespace, sharding_type: str) -> Any:
     )
 
 
-def _sharding_types(args: argparse.Namespace) -> list[str]:
+def _runs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(model, sharding type) of every run asked for, in order."""
     from fbgemm_npu.examples.dlrm_train import SHARDING_TYPES
 
-    return list(SHARDING_TYPES) if args.sharding_type == "all" else [args.sharding_type]
+    models = ["dlrm", "dcn"] if args.model == "all" else [args.model]
+    types = list(SHARDING_TYPES) if args.sharding_type == "all" else [args.sharding_type]
+    return [(m, t) for m in models for t in types]
 
 
 def _progress(enabled: bool, total: int, desc: str) -> Any:
@@ -161,21 +170,23 @@ def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list
     from fbgemm_npu.examples.trace import trace
 
     _quiet(args.verbose)
-    os.environ.setdefault("LOCAL_WORLD_SIZE", str(world))  # one host, as torchrun would say
     device = torch.device("npu", rank)
     torch.npu.set_device(device)
-    dist.init_process_group(
-        backend="cpu:gloo,npu:hccl",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=args.timeout),
-    )
+    # every rank runs on this host, as torchrun would say (restored below: 1 process is in-process)
+    local_world_before = os.environ.get("LOCAL_WORLD_SIZE")
+    os.environ["LOCAL_WORLD_SIZE"] = str(world)
     reports = []
     try:
-        for sharding_type in _sharding_types(args):
-            cfg = _config(args, sharding_type)
-            rep = RankReport(sharding_type=sharding_type, rank=rank)
+        dist.init_process_group(
+            backend="cpu:gloo,npu:hccl",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=args.timeout),
+        )
+        for model, sharding_type in _runs(args):
+            cfg = _config(args, model, sharding_type)
+            rep = RankReport(sharding_type=sharding_type, rank=rank, model=model)
             traced: list[Any] = []
 
             def hook(step: int, run: Any, traced: list[Any] = traced) -> Any:
@@ -188,7 +199,7 @@ def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list
             for dev in (device, torch.device("cpu")):
                 if dev.type == "cpu" and args.no_cpu_check:
                     continue
-                bar = _progress(rank == 0, cfg.steps, f"{dev.type} {sharding_type}")
+                bar = _progress(rank == 0, cfg.steps, f"{model} {sharding_type} on {dev.type}")
 
                 def progress(step: int, loss: float, bar: Any = bar) -> None:
                     bar.update()
@@ -212,7 +223,12 @@ def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list
                 rep.trace_ok, rep.trace_summary = traced[0].ok, traced[0].summary()
             reports.append(rep)
     finally:
-        dist.destroy_process_group()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        if local_world_before is None:
+            os.environ.pop("LOCAL_WORLD_SIZE", None)
+        else:
+            os.environ["LOCAL_WORLD_SIZE"] = local_world_before
     return reports
 
 
@@ -310,37 +326,51 @@ def launch(args: argparse.Namespace) -> list[RankReport]:
 
 
 def report(args: argparse.Namespace, reports: list[RankReport]) -> bool:
-    """Print the outcome; True when every check passed."""
+    """Print the outcome of every run; True when every check passed."""
     ok = True
-    print(f"\nDLRM ({args.model}), {args.processes} process(es), batch {args.batch_size}/rank, "
-          f"{args.steps} steps, {args.tables} tables x {args.num_embeddings} rows x "
-          f"{args.embedding_dim}")  # fmt: skip
-    for st in dict.fromkeys(r.sharding_type for r in reports):
-        reps = sorted((r for r in reports if r.sharding_type == st), key=lambda r: r.rank)
-        r0 = reps[0]
-        print(f"\n[{st}] npu loss {r0.npu_losses[0]:.6f} -> {r0.npu_losses[-1]:.6f}   "
-              f"npu {r0.npu_samples_per_s:,.0f} samples/s")  # fmt: skip
+    shape = f"{args.tables} tables x {args.num_embeddings} rows x {args.embedding_dim}"
+    print(
+        f"\n{args.processes} process(es), batch {args.batch_size}/rank, {args.steps} steps, {shape}"
+    )
+    tol = f"|npu - cpu| <= {args.atol:g} + {args.rtol:g}*|cpu| at every step on every rank"
+    print(f"loss check: {tol}" if not args.no_cpu_check else "loss check: skipped")
+    shown_trace = False
+    for model, st in dict.fromkeys((r.model, r.sharding_type) for r in reports):
+        reps = sorted(
+            (r for r in reports if (r.model, r.sharding_type) == (model, st)), key=lambda r: r.rank
+        )
+        r0, name = reps[0], f"{model} {st}"
+        lines = [
+            f"[{name}] npu  loss {r0.npu_losses[0]:.6f} -> {r0.npu_losses[-1]:.6f}  "
+            f"{r0.npu_samples_per_s:>9,.0f} samples/s"
+        ]
         if not args.no_cpu_check:
             good = all(
                 within_tolerance(r.npu_losses, r.cpu_losses, args.atol, args.rtol) for r in reps
             )
             diff = max(r.max_diff() for r in reps)
-            print(f"[{st}] cpu loss {r0.cpu_losses[0]:.6f} -> {r0.cpu_losses[-1]:.6f}   "
-                  f"cpu {r0.cpu_samples_per_s:,.0f} samples/s (upstream fbgemm)")  # fmt: skip
-            print(f"[{st}] loss check npu vs cpu, every step and rank: max |diff| {diff:.2e} "
-                  f"(tolerance {args.atol:g} + {args.rtol:g}*|loss|): "
-                  f"{'OK' if good else 'MISMATCH'}")  # fmt: skip
+            lines.append(
+                f"[{name}] cpu  loss {r0.cpu_losses[0]:.6f} -> {r0.cpu_losses[-1]:.6f}  "
+                f"{r0.cpu_samples_per_s:>9,.0f} samples/s (upstream fbgemm)"
+            )
+            lines.append(f"[{name}] max |npu - cpu| {diff:.2e}: {'OK' if good else 'MISMATCH'}")
             ok &= good
         if r0.trace_ok is not None:
             traced_ok = all(r.trace_ok for r in reps)
-            print(f"[{st}] trace of step 0: every fbgemm op on our npu kernels, no model tensor "
-                  f"left the device: {'OK' if traced_ok else 'FAILED'}")  # fmt: skip
-            print("\n".join("    " + line for line in r0.trace_summary.splitlines()))
+            lines.append(
+                f"[{name}] trace of step 0: fbgemm ops all on our npu kernels, no model tensor "
+                f"left the device: {'OK' if traced_ok else 'FAILED'}"
+            )
+            if not traced_ok or not shown_trace:
+                bad = [r for r in reps if not r.trace_ok] or [r0]
+                lines += ["    " + line for line in bad[0].trace_summary.splitlines()]
+                shown_trace = True
             ok &= traced_ok
         foreign = [f for r in reps for f in r.foreign]
         if foreign:
-            print(f"[{st}] model state off its device: {foreign[:5]}")
+            lines.append(f"[{name}] model state off its device: {foreign[:5]}")
             ok = False
+        print("\n" + "\n".join(lines))
     print("\nPASSED" if ok else "\nFAILED")
     return ok
 

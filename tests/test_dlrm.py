@@ -1,0 +1,203 @@
+"""torchrec's DLRM and DLRM_DCN, unchanged, with DistributedModelParallel on npu: the main job.
+
+For each model and each sharding type (data-parallel, table-wise, row-wise, column-wise,
+table-row-wise, table-column-wise), in 1 process and in 2 processes (the ``hccl`` backend: on the
+simulated device, fbgemm_npu's gloo-staged stand-in), ``python -m fbgemm_npu.examples.dlrm``'s own
+code trains a tiny Criteo-shaped model (26 tables x 100 rows x 8, batch 8 per rank, 3 steps) with
+row-wise adagrad fused into the TBE backward, and
+
+* the loss of every step on every rank equals the same run on the CPU with upstream fbgemm (same
+  seed, weights, data and plan) within ``ATOL + RTOL * |loss|`` (1e-5 + 1e-4 * |loss|);
+* a trace of the first step shows every ``fbgemm::`` op ran our npu kernel (none fell back to
+  the CPU) and no floating-point tensor left the device;
+* after training, no parameter, buffer, state or optimizer state is off the device.
+
+The 1-process runs share this process (one process group at a time); the 2-process runs are one
+spawned pair that runs every (model, sharding type) in sequence, each with a fresh DMP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from fbgemm_npu.examples import dlrm
+from fbgemm_npu.examples.dlrm_train import SHARDING_TYPES
+from fbgemm_npu.examples.trace import trace
+
+MODELS = ("dlrm", "dcn")
+TINY = [
+    "--model", "all", "--sharding-type", "all", "--steps", "3", "--batch-size", "8",
+    "--num-embeddings", "100", "--embedding-dim", "8", "--timeout", "600",
+]  # fmt: skip
+
+Reports = dict[tuple[str, str], list[dlrm.RankReport]]
+
+
+def _run(extra: list[str]) -> tuple[Reports, str, bool]:
+    """Launch the example as the CLI would; (reports by (model, type), printed text, passed)."""
+    args = dlrm.parse_args(TINY + extra)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        reports = dlrm.launch(args)
+        passed = dlrm.report(args, reports)
+    by_run: Reports = {}
+    for r in reports:
+        by_run.setdefault((r.model, r.sharding_type), []).append(r)
+    return by_run, out.getvalue(), passed
+
+
+@pytest.fixture(scope="module")
+def one_process() -> tuple[Reports, str, bool]:
+    assert not dist.is_initialized(), "a test left a default process group behind"
+    return _run([])
+
+
+@pytest.fixture(scope="module")
+def two_processes() -> tuple[Reports, str, bool]:
+    return _run(["--processes", "2"])
+
+
+def _check(reports: Reports, model: str, sharding_type: str, world: int) -> None:
+    reps = sorted(reports[(model, sharding_type)], key=lambda r: r.rank)
+    assert [r.rank for r in reps] == list(range(world))
+    for r in reps:
+        where = f"{model} {sharding_type} rank {r.rank}"
+        assert len(r.npu_losses) == len(r.cpu_losses) == 3, where
+        assert dlrm.within_tolerance(r.npu_losses, r.cpu_losses), (
+            f"{where}: npu losses {r.npu_losses} vs cpu {r.cpu_losses} "
+            f"(tolerance {dlrm.ATOL} + {dlrm.RTOL}*|loss|)"
+        )
+        assert r.trace_ok, f"{where}: trace of step 0\n{r.trace_summary}"
+        assert not r.foreign, f"{where}: {r.foreign}"
+        assert sharding_type in r.plan, where
+        assert "npu:" in r.plan or sharding_type == "data_parallel", where  # DP: no placements
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sharding_type", SHARDING_TYPES)
+@pytest.mark.parametrize("model", MODELS)
+def test_one_process_loss_matches_cpu_and_trace_is_clean(
+    one_process: tuple[Reports, str, bool], model: str, sharding_type: str
+) -> None:
+    _check(one_process[0], model, sharding_type, world=1)
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("sharding_type", SHARDING_TYPES)
+@pytest.mark.parametrize("model", MODELS)
+def test_two_processes_loss_matches_cpu_and_trace_is_clean(
+    two_processes: tuple[Reports, str, bool], model: str, sharding_type: str
+) -> None:
+    _check(two_processes[0], model, sharding_type, world=2)
+
+
+@pytest.mark.slow
+def test_the_main_job_says_which_device_and_passes(one_process: tuple[Reports, str, bool]) -> None:
+    _, text, passed = one_process
+    import fbgemm_npu
+
+    if fbgemm_npu.device_kind() == "simulated":
+        assert "SIMULATED npu" in text
+    assert "samples/s" in text and "max |npu - cpu|" in text
+    assert passed and text.rstrip().endswith("PASSED"), text[-3000:]
+
+
+# --- what the checks rest on ---------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _world_of_one() -> Iterator[None]:
+    assert not dist.is_initialized()
+    dist.init_process_group(
+        "cpu:gloo,npu:hccl", init_method=f"tcp://127.0.0.1:{dlrm._free_port()}", rank=0,
+        world_size=1,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def _tbe_modules(dmp: torch.nn.Module, cls: type) -> list:
+    """The TBEs behind the sharded EBC (torchrec hides its lookups from ``named_modules``)."""
+    ebc = dmp.module.model.sparse_arch.embedding_bag_collection
+    tbes = []
+    for lookup in ebc._lookups:
+        lookup = getattr(lookup, "module", lookup)  # data-parallel lookups are wrapped in DDP
+        tbes += [kernel.emb_module for kernel in lookup._emb_modules]
+    assert tbes and all(isinstance(t, cls) for t in tbes), [type(t) for t in tbes]
+    return tbes
+
+
+@pytest.mark.parametrize("sharding_type", ["row_wise", "data_parallel"])
+def test_npu_kernels_keep_tables_and_states_in_device_memory(sharding_type: str) -> None:
+    from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
+    from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+        DenseTableBatchedEmbeddingBagsCodegen,
+        OptimType,
+        SplitTableBatchedEmbeddingBagsCodegen,
+    )
+    from fbgemm_gpu.tbe.config.embedding_config import ComputeDevice
+
+    from fbgemm_npu.examples import dlrm_train
+
+    cfg = dlrm_train.RunConfig(
+        sharding_type=sharding_type, num_sparse=3, num_embeddings=50, embedding_dim=8
+    )
+    with _world_of_one():
+        dmp, _, _ = dlrm_train.shard(cfg, torch.device("npu", 0))
+    if sharding_type == "data_parallel":
+        (tbe,) = _tbe_modules(dmp, DenseTableBatchedEmbeddingBagsCodegen)
+        assert not tbe.use_cpu and tbe.weights.device.type == "npu"
+        return
+    (tbe,) = _tbe_modules(dmp, SplitTableBatchedEmbeddingBagsCodegen)
+    assert not tbe.use_cpu and tbe.optimizer == OptimType.EXACT_ROWWISE_ADAGRAD
+    assert {spec[2:] for spec in tbe.embedding_specs} == {
+        (EmbeddingLocation.DEVICE, ComputeDevice.CUDA)
+    }
+    assert tbe.weights_dev.device.type == "npu" and tbe.weights_dev.numel() == 3 * 50 * 8
+    assert tbe.momentum1_dev.device.type == "npu"
+    assert tbe.weights_host.numel() == 0 and tbe.weights_uvm.numel() == 0
+
+
+def test_trace_flags_fallbacks_cpu_calls_and_floats_leaving_the_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fbgemm_npu._registry import REGISTRY
+
+    lengths = torch.tensor([1, 0, 2], device="npu")
+    clean = trace(lambda: torch.ops.fbgemm.asynchronous_complete_cumsum(lengths))
+    assert clean.ok and clean.npu_calls == {"fbgemm.asynchronous_complete_cumsum": 1}
+
+    name = "fbgemm::asynchronous_complete_cumsum"
+    monkeypatch.setitem(REGISTRY.registered, name, [])  # as if we had no kernel for it
+    fallback = trace(lambda: torch.ops.fbgemm.asynchronous_complete_cumsum(lengths))
+    assert not fallback.ok and fallback.fallback_calls
+    monkeypatch.undo()
+
+    on_cpu = trace(lambda: torch.ops.fbgemm.asynchronous_complete_cumsum(lengths.cpu()))
+    assert not on_cpu.ok and on_cpu.cpu_calls
+    weights = torch.rand(4, device="npu")
+    leaks = trace(lambda: (torch.ops.fbgemm.asynchronous_complete_cumsum(lengths), weights.cpu()))
+    assert not leaks.ok and leaks.float_to_host == ["torch.float32[4] via aten._to_copy.default"]
+
+
+def test_tolerance_and_flags() -> None:
+    assert dlrm.within_tolerance([0.7, 0.6], [0.7 + 1e-5, 0.6])
+    assert not dlrm.within_tolerance([0.7, 0.6], [0.7, 0.601])
+    assert not dlrm.within_tolerance([float("nan")], [0.7])
+    assert not dlrm.within_tolerance([], [])
+    args = dlrm.parse_args(["--processes", "2", "--sharding-type", "row_wise", "--model", "dcn"])
+    assert isinstance(args, argparse.Namespace) and dlrm._runs(args) == [("dcn", "row_wise")]
+    assert len(dlrm._runs(dlrm.parse_args(TINY))) == len(MODELS) * len(SHARDING_TYPES)
+    for bad in (["--embedding-dim", "6"], ["--steps", "0"], ["--sharding-type", "grid"]):
+        with pytest.raises(SystemExit):
+            dlrm.parse_args(bad)
