@@ -239,7 +239,10 @@ class _Mul(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
         x, y, *offsets = ctx.saved_tensors
-        gx, gy = _F.jagged_dense_elementwise_mul_backward(grad, offsets, y, x)
+        # Mixed input dtypes: the gradient has the promoted dtype (upstream's backward raises).
+        gx, gy = _F.jagged_dense_elementwise_mul_backward(
+            grad, offsets, y.to(grad.dtype), x.to(grad.dtype)
+        )
         return (gx, gy, *([None] * len(offsets)))
 
 

@@ -102,7 +102,7 @@ def batched_dense_vec_jagged_2d_mul_forward_npu(
         return v.new_zeros((b * h, d))
     g, pad, _ = got
     # [B, L, H, 1] * [B, L, H, D]: v[b*H + h, l] broadcast over d.
-    prod = v.view(b, h, length).transpose(1, 2).unsqueeze(-1) * g
+    prod = v.reshape(b, h, length).transpose(1, 2).unsqueeze(-1) * g
     prod.masked_fill_(pad.view(b, length, 1, 1), 0)
     return prod.sum(1).view(b * h, d)
 
@@ -130,7 +130,7 @@ def batched_dense_vec_jagged_2d_mul_backward_npu(
     gr = grad.view(b, 1, h, d)
     v_grad = (g * gr).masked_fill_(mask, 0).sum(-1)  # [B, L, H]
     v_grad = v_grad.permute(0, 2, 1).reshape(b * h, length)
-    outer = v.view(b, h, length).transpose(1, 2).unsqueeze(-1) * gr  # [B, L, H, D]
+    outer = v.reshape(b, h, length).transpose(1, 2).unsqueeze(-1) * gr  # [B, L, H, D]
     outer.masked_fill_(mask, 0)  # padding positions add 0 to row 0
     a_grad = torch.zeros_like(a)
     a_grad[:, : h * d].index_put_((rows,), outer.reshape(b * length, h * d), accumulate=True)
