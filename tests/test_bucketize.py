@@ -699,3 +699,14 @@ def test_meta_kernel_of_bucketize_sparse_features() -> None:
         ((24,), I64, "meta"), ((40,), I64, "meta"), ((40,), torch.float32, "meta"),
         ((40,), I64, "meta")]  # fmt: skip
     assert F.bucketize_sparse_features(lengths, x, False, 4)[2:] == (None, None)
+
+
+def test_second_device() -> None:
+    """Every tensor the kernels make lands on the inputs' device, npu:1 included."""
+    kw = {k: v.to("npu:1") if isinstance(v, torch.Tensor) else v
+          for k, v in _base(weights=torch.rand(15)).items()}  # fmt: skip
+    kw["block_bucketize_pos"] = [torch.tensor([0, 9, 40], dtype=I32, device="npu:1")] * 4
+    out = F.block_bucketize_sparse_features(**kw)
+    assert all(t.device == torch.device("npu:1") for t in out if t is not None)
+    cpu = {k: _on(v, "cpu") for k, v in kw.items()}
+    _assert_same(out, F.block_bucketize_sparse_features(**cpu))
