@@ -148,7 +148,10 @@ def _progress(enabled: bool, total: int, desc: str) -> Any:
         return _Silent()
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="step", file=sys.stdout, dynamic_ncols=True)
+    tty = sys.stdout.isatty()  # a log file gets a line every few seconds, not every redraw
+    return tqdm(
+        total=total, desc=desc, unit="step", file=sys.stdout, mininterval=0.1 if tty else 5.0
+    )
 
 
 def _quiet(verbose: bool) -> None:
@@ -165,6 +168,7 @@ def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list
     """One rank: the npu run (traced first step) and the CPU run, for each sharding type."""
     import torch
     import torch.distributed as dist
+    import torchrec.distributed  # noqa: F401 - seconds of imports, before any progress bar starts
 
     from fbgemm_npu.examples import dlrm_train
     from fbgemm_npu.examples.trace import trace

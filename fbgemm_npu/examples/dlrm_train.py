@@ -262,6 +262,7 @@ def batches(cfg: RunConfig, rank: int) -> Iterator[Any]:
         num_dense=cfg.num_dense,
         manual_seed=cfg.seed * 1000 + rank,
         num_batches=cfg.steps,
+        num_generated_batches=min(cfg.steps, 256),  # a fresh batch every step (up to 256)
         min_ids_per_feature=0,
     )
     return iter(dataset)
