@@ -120,9 +120,10 @@ class StateLayout:
 class TableClass:
     """Features whose tables share D and their residues mod D in every element-wise buffer.
 
-    ``rows``: the index tables of the class as one device tensor ``[2, m, T + 1]`` (base, mul):
-    for feature ``t`` and embedding row ``idx``, row ``k`` of the class's index matrix is
-    ``base[k, t] + idx * mul[k, t]``:
+    ``rows``: the index tables of the class as one device tensor ``[T + 1, 2 m]`` (``m`` bases,
+    then ``m`` multipliers per feature, so that one row gather serves all of them): for feature
+    ``t`` and embedding row ``idx``, row ``k`` of the class's index matrix is
+    ``rows[t, k] + idx * rows[t, m + k]``:
 
     * ``k = 0``: the row in the class's ``[n, D]`` view of the weights (non-members: 0, a valid
       row whose value is never used);
@@ -140,12 +141,18 @@ class TableClass:
     w_residue: int
     state_residues: tuple[int, ...]  # 0 for rowwise states
     rows: torch.Tensor
+    fwd_rows: torch.Tensor  # [T + 1, 2]: rows[:, (0, m)], all the forward needs
     member_index: torch.Tensor  # [T_c] feature ids, int64
     cols: torch.Tensor  # [T_c, D] output columns of the members, int64
 
     @property
     def n_members(self) -> int:
         return len(self.members)
+
+    @property
+    def member_flags(self) -> torch.Tensor:
+        """``[T + 1]`` int64: 1 for the class's features, 0 otherwise (a strided view)."""
+        return self.rows[:, self.rows.size(1) // 2 + 1]
 
 
 @dataclass
@@ -197,7 +204,10 @@ def _build_plan(
                 else:
                     base[3 + s][t] = (st.offsets[t] - res[s]) // D
                 mul[3 + s][t] = 1
-        rows = torch.tensor([base, mul], dtype=torch.int64, device=device)
+        table = [
+            [base[k][t] for k in range(m)] + [mul[k][t] for k in range(m)] for t in range(T + 1)
+        ]
+        rows = torch.tensor(table, dtype=torch.int64, device=device)
         cols = [[d_offsets[t] + c for c in range(D)] for t in members]
         classes.append(
             TableClass(
@@ -206,6 +216,7 @@ def _build_plan(
                 w_residue=w_res,
                 state_residues=res,
                 rows=rows,
+                fwd_rows=rows[:, [0, m]].contiguous(),
                 member_index=torch.tensor(members, dtype=torch.int64, device=device),
                 cols=torch.tensor(cols, dtype=torch.int64, device=device),
             )

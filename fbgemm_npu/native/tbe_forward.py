@@ -196,9 +196,11 @@ def tbe_forward(
     bag, t, B = _bags_and_features(plan, indices, offsets, vbe)
     mats = []
     for cls in plan.classes:
-        rows = cls.rows if for_backward else cls.rows[:, :1]
-        tab = rows.index_select(2, t)
-        mats.append(torch.addcmul(tab[0], tab[1], indices))
+        tab = (cls.rows if for_backward else cls.fwd_rows).index_select(0, t)  # [L, 2m]
+        m = tab.size(1) // 2
+        mat = torch.empty((m, L), dtype=torch.int64, device=indices.device)
+        torch.addcmul(tab.T[:m], tab.T[m:], indices, out=mat)  # [m, L], rows contiguous
+        mats.append(mat)
     if for_backward:
         _set_grad_rows(plan, mats, bag, B, pooling_mode, vbe is not None)
     state = ForwardState(bag=bag, t=t, mats=mats, B=B, row_starts=None)
@@ -277,7 +279,7 @@ def _scatter_vbe(
         k = arange_cached(total_B, pooled.device)
         kb = k.to(B_offsets.dtype) if B_offsets.dtype != k.dtype else k
         t_bag = torch.searchsorted(B_offsets[1:], kb, right=True)
-        member = cls.rows[1, 1].index_select(0, t_bag)  # type: ignore[attr-defined]
+        member = cls.member_flags.index_select(0, t_bag)  # type: ignore[attr-defined]
         starts = torch.where(member.bool(), starts, vbe.output_size)
     elem = starts[:, None] + arange_cached(D, pooled.device)[None, :]
     src = pooled if pooled.dtype == out_ext.dtype else pooled.to(out_ext.dtype)

@@ -24,8 +24,13 @@ from typing import Any
 
 import torch
 
-from fbgemm_npu.native._tbe_utils import TbePlan, class_view, get_plan
-from fbgemm_npu.native.tbe_backward import aggregate_class, grad_rows_unsorted, write_rows
+from fbgemm_npu.native._tbe_utils import TableClass, TbePlan, class_view, get_plan
+from fbgemm_npu.native.tbe_backward import (
+    accumulate_rows,
+    aggregate_class,
+    grad_rows_unsorted,
+    write_rows,
+)
 from fbgemm_npu.native.tbe_forward import (
     POOLING_MEAN,
     POOLING_NONE,
@@ -273,31 +278,49 @@ def run_backward(
             iw_grad = _indice_weights_grad(call, plan, state, grad_output)
         if call.optimizer == "none":
             return iw_grad, _none_grad(call, plan, state, grad_output)
-        spec = OPTIMIZERS[call.optimizer]
-        rowwise = call.state_rowwise
-        for c_i, (cls, mat) in enumerate(zip(plan.classes, state.mats, strict=True)):
-            slots = aggregate_class(
-                plan, cls, mat, grad_output, state, call.offsets, call.pooling_mode,
-                call.indice_weights, call.vbe, call.gradient_clipping, call.max_gradient,
-            )  # fmt: skip
-            w_view = class_view(call.weights, cls.D, cls.w_residue)
-            w_rows = slots.index[0]
-            w_old = w_view.index_select(0, w_rows)
-            s_views, s_rows, s_old = [], [], []
-            for s, ((buf, _), rw) in enumerate(zip(call.states, rowwise, strict=True)):
-                view = buf if rw else class_view(buf, cls.D, cls.state_residues[s])
-                rows = slots.index[3 + s]
-                s_views.append(view)
-                s_rows.append(rows)
-                s_old.append(view.index_select(0, rows))
-            w_new, s_new = spec.step(
-                slots.agg, w_old.to(torch.float32), [x.to(torch.float32) for x in s_old], call.step
-            )
-            write_rows(w_view, w_rows, w_old, w_new, slots.invalid)
-            for view, rows, old, new in zip(s_views, s_rows, s_old, s_new, strict=True):
-                write_rows(view, rows, old, new, slots.invalid)
-            del c_i
+        for cls, mat in zip(plan.classes, state.mats, strict=True):
+            _step_class(call, plan, cls, mat, state, grad_output)
         return iw_grad, None
+
+
+def _step_class(
+    call: LookupCall,
+    plan: TbePlan,
+    cls: TableClass,
+    mat: torch.Tensor,
+    state: ForwardState,
+    grad_output: torch.Tensor,
+) -> None:
+    """De-duplicate one table class's rows and apply the optimizer to them in place."""
+    spec = OPTIMIZERS[call.optimizer]
+    slots = aggregate_class(
+        plan, cls, mat, grad_output, state, call.offsets, call.pooling_mode,
+        call.indice_weights, call.vbe, call.gradient_clipping, call.max_gradient,
+    )  # fmt: skip
+    w_view = class_view(call.weights, cls.D, cls.w_residue)
+    w_rows = slots.index[0]
+    s_views, s_rows = [], []
+    for s, ((buf, _), rw) in enumerate(zip(call.states, call.state_rowwise, strict=True)):
+        s_views.append(buf if rw else class_view(buf, cls.D, cls.state_residues[s]))
+        s_rows.append(slots.index[3 + s])
+    s_old = [v.index_select(0, r) for v, r in zip(s_views, s_rows, strict=True)]
+    all_fp32 = all(b.dtype == torch.float32 for b in (call.weights, *(x for x, _ in call.states)))
+    if spec.delta is not None and all_fp32 and spec.delta_ok(call.step):
+        # Fast form: the optimizer gives updates that are exact zeros on the slots to skip.
+        keep = torch.clamp(slots.index[1], max=1)
+        dw, ds = spec.delta(slots.agg, s_old, keep, call.step)
+        accumulate_rows(w_view, w_rows, dw)
+        for view, rows, d in zip(s_views, s_rows, ds, strict=True):
+            accumulate_rows(view, rows, d)
+        return
+    invalid = slots.index[1] == 0
+    w_old = w_view.index_select(0, w_rows)
+    w_new, s_new = spec.step(
+        slots.agg, w_old.to(torch.float32), [x.to(torch.float32) for x in s_old], call.step
+    )
+    write_rows(w_view, w_rows, w_old, w_new, invalid)
+    for view, rows, old, new in zip(s_views, s_rows, s_old, s_new, strict=True):
+        write_rows(view, rows, old, new, invalid)
 
 
 def _none_grad(

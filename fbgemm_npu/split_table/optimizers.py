@@ -46,6 +46,10 @@ class OptimizerSpec:
 
     states: tuple[tuple[str, bool], ...]
     step: Callable[[Tensor, Tensor, list[Tensor], StepArgs], tuple[Tensor, list[Tensor]]]
+    # Optional fast form: (g, states, keep, a) -> (weights delta, state deltas), exact zeros where
+    # keep == 0, no need for the current weights; usable when delta_ok(a) holds.
+    delta: Callable[..., tuple[Tensor, list[Tensor]]] | None = None
+    delta_ok: Callable[[StepArgs], bool] = lambda a: False
 
 
 def _axpy(w: Tensor, g: Tensor, scale: Tensor, lr: Scalar) -> Tensor:
@@ -68,6 +72,13 @@ def sgd(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor
     if isinstance(a.lr, Tensor):
         return w - a.lr * g, []
     return torch.add(w, g, alpha=-a.lr), []
+
+
+def sgd_delta(
+    g: Tensor, states: list[Tensor], keep: Tensor, a: StepArgs
+) -> tuple[Tensor, list[Tensor]]:
+    """SGD as an update: ``dw = -lr * g`` on kept slots (2 launches)."""
+    return g * (keep * -float(a.lr))[:, None], []
 
 
 def adagrad(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor, list[Tensor]]:
@@ -107,6 +118,28 @@ def rowwise_adagrad(
         factor = (max_norm / _norm(w_new)).clamp_(max=1.0)
         w_new = w_new * factor[:, None]
     return w_new, [m]
+
+
+def rowwise_adagrad_delta(
+    g: Tensor, states: list[Tensor], keep: Tensor, a: StepArgs
+) -> tuple[Tensor, list[Tensor]]:
+    """Rowwise AdaGrad without weight decay or max_norm as an update: ``dm = ||g||^2 / D``,
+    ``dw = -lr * g / (sqrt(m + dm) + eps)``, both 0 where ``keep`` is 0.  Reads no weights and
+    passes over ``[L, D]`` only for the norm and ``dw``.  Launches: 9."""
+    s = torch.linalg.vector_norm(g, dim=1)
+    dm = (s * s).mul_(keep / g.size(1))
+    inv = (states[0] + dm).sqrt_().add_(a.get("eps")).reciprocal_()
+    return g * inv.mul_(keep * -float(a.lr))[:, None], [dm]
+
+
+def _rowwise_adagrad_delta_ok(a: StepArgs) -> bool:
+    wd = a.get("weight_decay")
+    return (
+        not isinstance(a.lr, Tensor)
+        and a.get("eps") > 0.0  # 1 / (sqrt(m) + eps) stays finite on skipped slots
+        and a.get("max_norm") <= 0.0
+        and (wd == 0.0 or int(a.get("weight_decay_mode")) not in (1, 2, 5))
+    )
 
 
 def rowwise_adagrad_with_counter(
@@ -322,9 +355,11 @@ def lars_sgd(
 
 
 OPTIMIZERS: dict[str, OptimizerSpec] = {
-    "sgd": OptimizerSpec((), sgd),
+    "sgd": OptimizerSpec((), sgd, sgd_delta, lambda a: not isinstance(a.lr, Tensor)),
     "adagrad": OptimizerSpec((("momentum1", False),), adagrad),
-    "rowwise_adagrad": OptimizerSpec((("momentum1", True),), rowwise_adagrad),
+    "rowwise_adagrad": OptimizerSpec(
+        (("momentum1", True),), rowwise_adagrad, rowwise_adagrad_delta, _rowwise_adagrad_delta_ok
+    ),
     "rowwise_adagrad_with_counter": OptimizerSpec(
         (("momentum1", True), ("prev_iter", True), ("row_counter", True)),
         rowwise_adagrad_with_counter,
