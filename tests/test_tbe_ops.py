@@ -509,7 +509,7 @@ def _rmsprop_ar_call(device: str, weights: torch.Tensor, state: list[torch.Tenso
         hash_size_cumsum=torch.tensor([0, 40, 65, 95], device=d), total_hash_size_bits=7,
         indices=batch.indices.to(d), offsets=batch.offsets.to(d), pooling_mode=0,
         indice_weights=None, feature_requires_grad=None, output_dtype=0,
-        aux_tensor=[None, None, None, torch.zeros(0, dtype=torch.int32, device=d), None, None, None],
+        aux_tensor=[None, None, None, torch.zeros(0, dtype=torch.int32, device=d), *[None] * 3],
         aux_int=[it, 30, (1 << 30) - 1], aux_float=[0.0, 1.0],
         aux_bool=[False, False, True, False, False, False, True],
         momentum1=[state[0], placements, r_off], prev_iter=[state[1], placements, r_off],
