@@ -650,3 +650,30 @@ def test_bad_output_dtype_names_op_and_argument() -> None:
         build(O.EXACT_SGD, MIXED, "npu", "device", output_dtype=SparseType.INT8)(
             torch.tensor([0], device=NPU), torch.tensor([0, 1, 1, 1], device=NPU)
         )
+
+
+@pytest.mark.parametrize(
+    ("pooling", "weighted"),
+    [(PoolingMode.MEAN, False), (PoolingMode.SUM, True), (PoolingMode.MEAN, True)],
+)
+def test_vbe_modes_match_reference(pooling: PoolingMode, weighted: bool) -> None:
+    compare_reference(
+        O.EXACT_ROWWISE_ADAGRAD, MIXED, style="host", pooling=pooling, weighted=weighted,
+        vbe=[[2, 3], [1, 4], [5, 0]],
+    )  # fmt: skip
+
+
+def test_inference_forward_matches_training_forward() -> None:
+    tbe = build(O.EXACT_ROWWISE_ADAGRAD, MIXED, "npu", "device")
+    batch = make_batches(MIXED, 5, 1, seed=13)[0]
+    idx, off = batch.indices.to(NPU), batch.offsets.to(NPU)
+    with torch.no_grad():
+        eval_out = tbe(idx, off)
+    assert eval_out.grad_fn is None
+    train_out = tbe(idx, off)
+    assert train_out.grad_fn is not None
+    assert torch.equal(eval_out.cpu(), train_out.detach().cpu())
+    # the PrivateUse1 kernel (below autograd) computes the same forward
+    with torch._C._AutoDispatchBelowAutograd():
+        below = tbe(idx, off)
+    assert torch.equal(below.cpu(), eval_out.cpu())

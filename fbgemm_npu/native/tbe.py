@@ -75,6 +75,8 @@ def _autograd_kernel(optimizer: str) -> Callable[..., torch.Tensor]:
     def kernel(*args: Any, **kwargs: Any) -> torch.Tensor:
         named = _named(optimizer, args, kwargs)
         call = parse_call(optimizer, named)
+        if not torch.is_grad_enabled():
+            return lookup_forward_only(call)  # eval / inference: nothing to save for a backward
         return run_lookup(call, named["placeholder_autograd_tensor"])
 
     kernel.__name__ = f"split_embedding_codegen_lookup_{optimizer}_function_pt2_autograd_npu"
