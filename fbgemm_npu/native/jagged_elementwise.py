@@ -100,6 +100,11 @@ def jagged_dense_elementwise_add_npu(
     """``to_dense(x, y.shape[1:-1], 0) + y`` (dense output).  11 launches (k = 1)."""
     x = check_values(_ADD, "x_values", x_values)
     y = check_values(_ADD, "y", check_tensor(_ADD, "y", y))
+    if y.device != x.device:
+        raise RuntimeError(
+            f"{_ADD}: arguments 'x_values' ({x.device}) and 'y' ({y.device}) must be on the same "
+            "device"
+        )
     if y.dim() - 2 != len(x_offsets):
         raise ValueError(
             f"{_ADD}: argument 'y' must have {len(x_offsets) + 2} dims for {len(x_offsets)} "
