@@ -26,12 +26,12 @@ checks ours raises on them.  Tolerances: none, every output is exact (weights ar
 
 Budgets (OPS.md: 20 launches, 1 sync) are stated per call by :func:`block_budget` /
 :func:`cyclic_budget`, term by term (``tests/test_bucketize.py`` checks they are exact): the bare
-uniform-block kernel takes 20 launches (21 when ``my_size`` is not a power of two); each optional
-output adds its gather (sequence: an arange and a scatter), VBE 1, keep_orig_idx_per_feature 2;
-``total_num_blocks`` (an unsigned division by a per-feature divisor) 14 more and
-``block_bucketize_pos`` (a two-level boundary search) 42..68 in all: over budget, reported; a
-fused kernel is the remedy.  The data check adds 6 (12 with VBE, 11 with total_num_blocks),
-nothing with ``FBGEMM_NPU_VALIDATE=0``.  Syncs: 0 everywhere.
+uniform-block kernel takes 19 launches when ``my_size`` is a power of two (21 otherwise: the
+unsigned view of negative ids); weights and VBE add 1, sequence 2 (arange, scatter),
+keep_orig_idx_per_feature 2, bucketize_pos 4; ``total_num_blocks`` (an unsigned division by a
+per-feature divisor) takes 34 and ``block_bucketize_pos`` (a two-level boundary search) 40..57:
+over budget, reported; a fused kernel is the remedy.  The data check adds 6 (12 with VBE, 11
+with total_num_blocks), nothing with ``FBGEMM_NPU_VALIDATE=0``.  Syncs: 0 everywhere.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.harness import Budget, Compare, OpSpec, TensorView, Tol
-from fbgemm_npu.native._bucketize_utils import host_divmod_constants
+from fbgemm_npu.native._bucketize_utils import host_divmod_constants, pow2_shift
 from fbgemm_npu.native._checks import validation_enabled
 
 F = torch.ops.fbgemm
@@ -77,13 +77,17 @@ def _copies(*ts: Any, shape: tuple[int, ...] = (-1,)) -> int:
     return n
 
 
-def _udiv(bits: int, d: int | None, remainder: bool = True) -> int:
-    """Launches of ``_bucketize_utils.udivmod``: by a host-known ``d`` (its shift and carry are
-    skipped when 0) or, ``d=None``, by a per-element divisor."""
+def _udiv(bits: int, d: int | None, remainder: bool = True, neg_given: bool = True) -> int:
+    """Launches of ``_bucketize_utils.udivmod``: by a host-known ``d`` (a power of two is a shift
+    and a mask; otherwise the shift and carry of negative ids are skipped when 0) or, ``d=None``,
+    by a per-element divisor; ``neg_given``: the caller passes ``x < 0``."""
     if d is None:
-        return 3 + remainder
+        return 3 + remainder + (not neg_given)
+    if pow2_shift(d) is not None:
+        return 2 + remainder
     k, m = host_divmod_constants(d, bits)
-    return 1 + remainder + int(k != 0) + int(m != 0)
+    carry = int(k != 0) + int(m != 0)
+    return 1 + remainder + carry + int(carry > 0 and not neg_given)
 
 
 def block_budget(lengths: Any, indices: Any, bucketize_pos: bool, sequence: bool,
@@ -98,16 +102,18 @@ def block_budget(lengths: Any, indices: Any, bucketize_pos: bool, sequence: bool
     pos, vbe = bool(block_bucketize_pos), batch_size_per_feature is not None
     tnb = total_num_blocks is not None
     g = None if tnb else p  # the divisor of the blk == 0 rule: total_num_blocks or my_size
-    n = 1 + (2 if vbe else 1) + 1  # row ids, feature ids, x < 0
+    n = 1 + (2 if vbe else 1) + int(tnb or pow2_shift(p) is None)  # rows, features, x < 0
     if pos:
         n += 7 + (x.dtype == torch.int32) + 2  # boundaries, start cast, stack + gather
         n += 9 * tnb  # clamp(G), K and M of G
-        n += _udiv(bits, g) + 2 + _udiv(bits, g, remainder=False) + 2  # scaled index, select
+        n += _udiv(bits, g) + 1 + _udiv(bits, g, False, neg_given=False) + 2  # scaled index
         n += 7 + 2 + (_udiv(bits, p) if tnb else 0) + 1  # search, inside, u % P, bucket
         n += 0 if keep_orig_idx and keep_orig_idx_per_feature is None else 4  # new index
         n += int(return_bucket_mapping and x.dtype == torch.int32)  # int64 bucket -> int32
     elif tnb:
         n += 1 + 2 + 9 + 2 + 10  # Lb, S and d, clamp + K/M of G, stack + gather, math
+    elif pow2_shift(p) is not None:
+        n += 10  # gather, u // P and u % P (3), compare, divisor, divmod by the block, 2 wheres
     else:
         n += 7 + _udiv(bits, p)  # gather, S, compare, or, divisor, divmod, 2 wheres
     n += 2 * (keep_orig_idx_per_feature is not None)
@@ -123,7 +129,7 @@ def block_budget(lengths: Any, indices: Any, bucketize_pos: bool, sequence: bool
 def cyclic_budget(lengths: Any, indices: Any, bucketize_pos: bool, my_size: int,
                   weights: Any = None) -> Budget:  # fmt: skip
     bits = torch.iinfo(_real(indices).dtype).bits
-    n = 1 + 1 + _udiv(bits, my_size)  # row ids, x < 0, unsigned divmod
+    n = 1 + _udiv(bits, my_size, neg_given=False)  # row ids, unsigned divmod
     n += 5 + (my_size <= 256) + 1 + (weights is not None) + 4 * bucketize_pos
     n += _copies(lengths, indices, weights) + (6 if validation_enabled() else 0)
     return Budget(launches=n, syncs=0)

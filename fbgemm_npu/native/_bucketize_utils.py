@@ -36,6 +36,7 @@ __all__ = [
     "Boundaries",
     "bucket_order",
     "gather_columns",
+    "pow2_shift",
     "row_positions",
     "uniform_buckets",
     "uniform_buckets_total",
@@ -72,26 +73,39 @@ def sign_flip(t: torch.Tensor) -> torch.Tensor:
     return torch.bitwise_xor(t, torch.iinfo(t.dtype).min)
 
 
+def pow2_shift(d: int) -> int | None:
+    """``log2(d)`` when ``d`` is a power of two >= 2 (division is a shift), else ``None``."""
+    return d.bit_length() - 1 if d >= 2 and d & (d - 1) == 0 else None
+
+
 def udivmod(
     x: torch.Tensor,
-    neg: torch.Tensor,
+    neg: torch.Tensor | None,
     d: int | torch.Tensor,
     k: int | torch.Tensor | None = None,
     m: int | torch.Tensor | None = None,
     *,
     want_remainder: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Unsigned ``(u // d, u % d)`` of the bit patterns ``x`` (``neg = x < 0``), ``d > 0``.
+    """Unsigned ``(u // d, u % d)`` of the bit patterns ``x``, ``d > 0``.
 
-    ``k, m``: the constants of the divisor a *negative* ``x`` is divided by (elements with
-    ``neg`` false ignore them, so ``d`` may mix divisors as long as every negative element's is
-    the one ``k, m`` describe).  Python ints (computed here from an int ``d`` when omitted) or
-    tensors from :func:`pow2_divmod`.  Launches: 4 (one less when ``m`` or ``k`` is 0, and
-    without the remainder).
+    ``neg``: ``x < 0`` if the caller has it (computed here when needed and ``None``).  ``k, m``:
+    the constants of the divisor a *negative* ``x`` is divided by (elements with ``x >= 0``
+    ignore them, so ``d`` may mix divisors as long as every negative element's is the one
+    ``k, m`` describe): Python ints (computed here from an int ``d`` when omitted) or tensors
+    from :func:`pow2_divmod`.  A power-of-two int ``d`` is a logical shift and a mask.
+    Launches: 2 for a power of two (+1 for the remainder); otherwise 3 (+1 for the remainder,
+    +1 for ``neg`` when not given), one less for each of ``k``, ``m`` that is 0.
     """
+    shift = pow2_shift(d) if isinstance(d, int) else None
+    if shift is not None:
+        q = torch.bitwise_and(x >> shift, (1 << (bits_of(x.dtype) - shift)) - 1)
+        return q, (torch.bitwise_and(x, d - 1) if want_remainder else None)
     if k is None or m is None:
         assert isinstance(d, int)
         k, m = host_divmod_constants(d, bits_of(x.dtype))
+    if neg is None and not (isinstance(k, int) and isinstance(m, int) and k == m == 0):
+        neg = torch.lt(x, 0)
     if isinstance(m, int):
         shifted = torch.add(x, neg, alpha=m) if m else x
     else:
@@ -183,14 +197,26 @@ def gather_columns(columns: list[torch.Tensor], feature: torch.Tensor) -> list[t
 
 
 def uniform_buckets(
-    x: torch.Tensor, neg: torch.Tensor, block: torch.Tensor, my_size: int
+    x: torch.Tensor, neg: torch.Tensor | None, block: torch.Tensor, my_size: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(bucket, new index)`` for uniform blocks without ``total_num_blocks`` (``G = P``).
 
-    ``block``: each element's block size, a fresh tensor (overwritten).  In range (``u < b*P``,
-    which needs ``x >= 0``) the divisor is ``b``, else ``P``, so one unsigned divmod serves both
-    branches.  Launches: 9 for a power-of-two ``my_size`` > 1, 10 for others (8 for 1).
+    ``block``: each element's block size, a fresh tensor (overwritten).  A power-of-two
+    ``my_size``: ``u // P`` is a shift, and ``u >= b*P  <=>  u // P >= b``, so the modulo branch
+    comes first and the in-range division uses ``b`` (1 where the element is out of range).
+    Otherwise the divisor is ``b`` in range (``u < b*P``, which needs ``x >= 0``) and ``P``
+    outside, one unsigned divmod serving both.  Launches: 9 for a power of two, else 10 (+1 for
+    ``neg`` when not given; 8 for ``my_size`` 1).
     """
+    if pow2_shift(my_size) is not None:
+        q_out, r_out = udivmod(x, None, my_size)
+        assert r_out is not None
+        out = torch.ge(q_out, block)
+        divisor = block.masked_fill_(out, 1)
+        q_in, r_in = torch.floor_divide(x, divisor), torch.remainder(x, divisor)
+        return torch.where(out, r_out, q_in), torch.where(out, q_out, r_in)
+    if neg is None:
+        neg = torch.lt(x, 0)
     out = torch.logical_or(torch.ge(x, torch.mul(block, my_size)), neg)
     divisor = block.masked_fill_(out, my_size)
     k, m = host_divmod_constants(my_size, bits_of(x.dtype))
@@ -217,7 +243,7 @@ def uniform_buckets_total(
 
 def variable_buckets(
     x: torch.Tensor,
-    neg: torch.Tensor,
+    neg: torch.Tensor | None,
     bounds: Boundaries,
     feature: torch.Tensor,
     cols: list[torch.Tensor],
@@ -240,7 +266,7 @@ def variable_buckets(
     q_g, r_g = udivmod(x, neg, total, k, m)
     assert r_g is not None
     scaled = torch.mul(r_g, last)  # upstream: (u % G) * pos[t][-1] / G, unsigned, wrapping
-    q_s, _ = udivmod(scaled, torch.lt(scaled, 0), total, k, m, want_remainder=False)
+    q_s, _ = udivmod(scaled, None, total, k, m, want_remainder=False)
     zero = torch.eq(block, 0)
     lb, at = search_boundaries(bounds, torch.where(zero, q_s, x), feature, start)
     inside = torch.eq(torch.clamp(lb, 0, my_size - 1), lb)

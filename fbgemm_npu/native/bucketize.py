@@ -205,7 +205,8 @@ def _block_bucketize(
         feature = torch.floor_divide(seg, max(n // max(n_feat, 1), 1))
     else:
         feature = torch.repeat_interleave(batch, output_size=n).index_select(0, seg)
-    neg = torch.lt(x, 0)
+    # x < 0, for the unsigned divisions; a power-of-two my_size alone divides by shifting
+    neg = None if total is None and ub.pow2_shift(p_size) else torch.lt(x, 0)
     keep_all = keep_orig_idx and keep_orig_idx_per_feature is None
     if pos:
         bounds = ub.prepare_boundaries(pos, dtype)
@@ -284,13 +285,14 @@ def block_bucketize_sparse_features_npu(
     """Block bucketize: ``(new_lengths, new_indices, new_weights, new_pos, unbucketize_permute)``.
 
     See the module docstring for the math and dtypes.  Launches of the kernel, uniform blocks:
-    20 when ``my_size`` is a power of two, 21 otherwise (the unsigned shift of negative indices);
-    +1 with weights, +2 with sequence (arange, scatter), +4 with bucketize_pos (+3 once sequence
-    made the arange), +2 with keep_orig_idx_per_feature, +1 with VBE, +14 with total_num_blocks
-    (a per-feature unsigned divisor); variable blocks (block_bucketize_pos): 42 (+1 for int32
-    indices, +2 when ``my_size`` is not a power of two; 56 with total_num_blocks).  The data check
-    adds 6 (+6 with VBE, +5 with total_num_blocks), none with ``FBGEMM_NPU_VALIDATE=0``; a
-    non-contiguous multi-dimensional input adds its copy.  Syncs: 0.
+    19 when ``my_size`` is a power of two (division by a shift), 21 otherwise (the unsigned
+    view of negative ids: ``x < 0``, a shift, a carry); +1 with weights, +2 with sequence
+    (arange, scatter), +4 with bucketize_pos (+3 once sequence made the arange), +2 with
+    keep_orig_idx_per_feature, +1 with VBE, 34 with total_num_blocks (a per-feature unsigned
+    divisor); variable blocks (block_bucketize_pos): 40 (+1 for int32 indices, +4 when
+    ``my_size`` is not a power of two; 56 with total_num_blocks).  The data check adds 6 (+6 with
+    VBE, +5 with total_num_blocks), none with ``FBGEMM_NPU_VALIDATE=0``; a non-contiguous
+    multi-dimensional input adds its copy.  Syncs: 0.
     """
     out = _block_bucketize(
         BLOCK, lengths, indices, bucketize_pos, sequence, block_sizes, my_size, weights, None,
@@ -363,14 +365,14 @@ def bucketize_sparse_features_npu(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Cyclic bucketize: bucket ``u % my_size``, new index ``u // my_size`` (``u`` the unsigned
     index); outputs ``(new_lengths, new_indices, new_weights, new_pos)`` as for the block op.
-    Launches: 12 when ``my_size`` is a power of two, 13 otherwise; +1 with weights, +4 with
+    Launches: 11 when ``my_size`` is a power of two, 13 otherwise; +1 with weights, +4 with
     bucketize_pos; the data check adds 6.  Syncs: 0."""
     _check_cyclic(lengths, indices, my_size, weights)
     lengths_, x, p_size = lengths.reshape(-1), indices.reshape(-1), int(my_size)
     n, n_idx = lengths_.numel(), x.numel()
     _validate(CYCLIC, lengths_, n_idx, [])
     seg = torch.repeat_interleave(lengths_, output_size=n_idx)
-    new, bucket = ub.udivmod(x, torch.lt(x, 0), p_size)
+    new, bucket = ub.udivmod(x, None, p_size)
     assert bucket is not None
     counts, order = ub.bucket_order(bucket, seg, n, p_size, lengths_.dtype)
     new_weights = new_pos = None
