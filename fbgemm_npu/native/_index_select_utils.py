@@ -1,0 +1,318 @@
+"""Helpers shared by the index-select, ranges, segment and unique families.
+
+* :class:`DataChecks` collects the conditions only the data knows (an index in range, offsets
+  that do not decrease, a given size that matches the data) as 0-d device tensors with an allowed
+  range each, and verifies them all at once: either riding on a device-to-host read the op makes
+  anyway (:meth:`DataChecks.read_with`, one ``stack`` and no extra sync) or with one
+  ``_assert_async`` (:meth:`DataChecks.assert_on_device`: ``stack``, one host-to-device copy of
+  the bounds, ``clamp``, ``eq``, ``all``, ``_assert_async``: 6 launches whatever the number of
+  conditions, no sync).  ``FBGEMM_NPU_VALIDATE=0`` turns them off (see ``_checks.py``).
+* :func:`rows_gather_index`: the source row of every output row of a jagged index-select, from
+  per-segment start distances, with ``searchsorted`` (so a truncated output needs no special case).
+* :func:`table_gather` / :func:`table_gather_permuted`: the gather index selecting rows of many
+  tables stored back to back (``batch_index_select_dim0``, ``group_index_select_dim0``) without a
+  loop over the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from fbgemm_npu.native._checks import (
+    check_dtype,
+    check_ndim,
+    check_on_device,
+    check_tensor,
+    dtype_name,
+    validation_enabled,
+)
+
+__all__ = [
+    "INDEX_DTYPES",
+    "DataChecks",
+    "GatherRows",
+    "TableGather",
+    "check_index_tensor",
+    "check_non_negative",
+    "index_range",
+    "rows_gather_index",
+    "same_dtype_or_raise",
+    "table_gather",
+    "table_gather_permuted",
+]
+
+INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
+
+_I64 = torch.iinfo(torch.int64)
+
+
+@dataclass
+class _Cond:
+    value: torch.Tensor  # 0-d, on the device
+    lo: int | None
+    hi: int | None
+    what: str
+
+
+@dataclass
+class DataChecks:
+    """Data-dependent conditions ``lo <= value <= hi`` of one op call, verified together."""
+
+    op: str
+    items: list[_Cond] = field(default_factory=list)
+
+    def add(self, value: torch.Tensor, lo: int | None, hi: int | None, what: str) -> None:
+        """Require the 0-d device tensor ``value`` to lie in ``[lo, hi]`` (None: unbounded).
+
+        ``what`` names the argument and the expectation ("argument 'indices' must hold values in
+        [0, 5)"); the error message is ``"<op>: <what>; got <value>"``.
+        """
+        self.items.append(_Cond(value.reshape(()), lo, hi, what))
+
+    def _stacked(self, extra: Sequence[torch.Tensor]) -> torch.Tensor:
+        values = [*(v.reshape(()) for v in extra), *(c.value for c in self.items)]
+        # one dtype for the stack: int64 holds every index statistic (float ones never occur)
+        if any(v.dtype != torch.int64 for v in values):
+            values = [v.to(torch.int64) if v.dtype != torch.int64 else v for v in values]
+        return torch.stack(values)
+
+    def read_with(self, extra: Sequence[torch.Tensor]) -> list[int]:
+        """Read ``extra`` (0-d device tensors) to the host in one copy, checking the conditions.
+
+        Launches: 1 (``stack``; casts to int64 add one each) when more than one scalar is read,
+        0 for one; syncs: 1.  Raises ``ValueError`` naming the op and the first failed condition.
+        """
+        if not self.items and len(extra) == 1:
+            return [int(extra[0].item())]
+        got = self._stacked(extra).tolist()
+        for cond, value in zip(self.items, got[len(extra) :], strict=True):
+            if (cond.lo is not None and value < cond.lo) or (
+                cond.hi is not None and value > cond.hi
+            ):
+                raise ValueError(f"{self.op}: {cond.what}; got {value}")
+        return [int(v) for v in got[: len(extra)]]
+
+    def assert_on_device(self) -> None:
+        """One ``_assert_async`` for every condition: 6 launches (none when empty), no sync."""
+        if not self.items:
+            return
+        values = self._stacked([])
+        lo = [_I64.min if c.lo is None else max(_I64.min, c.lo) for c in self.items]
+        hi = [_I64.max if c.hi is None else min(_I64.max, c.hi) for c in self.items]
+        bounds = torch.tensor([lo, hi], dtype=torch.int64).to(values.device)
+        ok = (values.clamp(bounds[0], bounds[1]) == values).all()
+        what = "; ".join(c.what for c in self.items)
+        check_on_device(self.op, ok, f"expected all of: {what}")
+
+
+def check_index_tensor(
+    op: str,
+    arg: str,
+    value: object,
+    ndims: tuple[int, ...] = (1,),
+    dtypes: tuple[torch.dtype, ...] = INDEX_DTYPES,
+) -> torch.Tensor:
+    """A tensor argument holding indices, offsets or lengths: type, dtype and rank checked."""
+    t = check_tensor(op, arg, value)
+    check_dtype(op, arg, t, dtypes)
+    return check_ndim(op, arg, t, ndims)
+
+
+def check_non_negative(op: str, arg: str, value: int | None) -> None:
+    """A size argument given on the host must not be negative."""
+    if value is not None and value < 0:
+        raise ValueError(f"{op}: argument '{arg}' must be non-negative, got {value}")
+
+
+def same_dtype_or_raise(op: str, expected_arg: str, **tensors: torch.Tensor) -> None:
+    """Every tensor given must have the dtype of ``tensors[expected_arg]`` (upstream reads them
+    all with one index type)."""
+    want = tensors[expected_arg].dtype
+    for arg, t in tensors.items():
+        if t.dtype != want:
+            raise ValueError(
+                f"{op}: argument '{arg}' must have the dtype of '{expected_arg}' "
+                f"({dtype_name(want)}), got {dtype_name(t.dtype)}"
+            )
+
+
+def rows_gather_index(
+    d: torch.Tensor, out_ends: torch.Tensor, num_rows: int, clamp: bool = False
+) -> torch.Tensor:
+    """``src[r] = r + d[s(r)]`` for output rows ``r < num_rows``, ``s(r)`` the segment holding r.
+
+    ``out_ends`` are the inclusive ends of the output segments (non-decreasing), ``d`` one start
+    distance per segment (``input start - output start``).  ``s(r)`` is
+    ``searchsorted(out_ends, r, right=True)``, so ``num_rows`` may stop short of
+    ``out_ends[-1]`` (a truncated output).  ``clamp`` keeps ``s`` inside ``d`` for rows past the
+    last end (invalid input, refused by the caller's checks before the index is used).
+    Launches: 4 (``arange``, ``searchsorted``, the gather of ``d``, ``add_``), +1 with ``clamp``.
+    Syncs: 0.
+    """
+    rows = torch.arange(num_rows, dtype=out_ends.dtype, device=out_ends.device)
+    seg = torch.searchsorted(out_ends, rows, right=True)
+    if clamp:
+        seg = seg.clamp_max_(max(d.numel() - 1, 0))
+    src = d.index_select(0, seg)
+    return src.add_(rows)
+
+
+# ---- row selection from tables stored back to back (batch / group index select) -------------
+
+
+@dataclass
+class TableGather:
+    """How to gather selected rows from tables stored back to back in one flat buffer.
+
+    ``src`` indexes ``buffer.view(-1, unit)``: rows when every table has the same row width
+    (``unit`` = that width), single elements otherwise (``unit`` = 1).
+    """
+
+    src: torch.Tensor
+    unit: int
+
+
+def _prefix(sizes: Sequence[int]) -> list[int]:
+    out, acc = [], 0
+    for s in sizes:
+        out.append(acc)
+        acc += s
+    return out
+
+
+def _add_row_check(
+    checks: DataChecks | None, indices: torch.Tensor, limits: torch.Tensor, arg: str
+) -> None:
+    """``0 <= indices[k] < limits[k]`` (``limits`` broadcast to ``indices``): 3 launches."""
+    if checks is None:
+        return
+    what = f"argument '{arg}' must hold row indices in [0, rows) of their table"
+    checks.add(indices.amin(), 0, None, what)
+    checks.add((indices - limits).amax(), None, -1, what)
+
+
+def table_gather(
+    indices: torch.Tensor,
+    rows: Sequence[int],
+    cols: Sequence[int],
+    counts: Sequence[int],
+    checks: DataChecks | None,
+    arg: str,
+) -> TableGather:
+    """Gather index for ``counts[t]`` rows of table ``t`` (shape ``(rows[t], cols[t])``), the
+    selected rows (``indices``, back to back per table) laid out table after table.
+
+    Same row width ``C`` everywhere: ``src[k] = indices[k] + R[t]`` (``R[t]`` the table's first
+    row), 4 launches (a host-to-device copy of the per-table constants, ``repeat_interleave`` of
+    them to the selected rows (2), ``add``).  Otherwise per element ``src[e] = e + d[k]``,
+    ``d[k] = A[t] + (indices[k] - k) * C[t]`` (``A[t]`` a host constant of the shapes): 10
+    launches (the copy, ``repeat_interleave`` (2), ``arange``, ``sub``, ``addcmul``,
+    ``repeat_interleave`` to the elements (2), ``arange``, ``add_``).  The index check adds 3.
+    """
+    device = indices.device
+    n_sel = indices.numel()
+    if len(set(cols)) == 1 and cols[0] > 0:
+        meta = torch.tensor([_prefix(rows), list(rows), list(counts)], dtype=torch.int64)
+        meta = meta.to(device)
+        per_row = torch.repeat_interleave(meta[:2], meta[2], dim=1, output_size=n_sel)
+        _add_row_check(checks, indices, per_row[1], arg)
+        return TableGather(indices + per_row[0], cols[0])
+    starts = _prefix([r * c for r, c in zip(rows, cols, strict=True)])
+    out_starts = _prefix([n * c for n, c in zip(counts, cols, strict=True)])
+    sel_starts = _prefix(counts)
+    a = [s - o + k * c for s, o, k, c in zip(starts, out_starts, sel_starts, cols, strict=True)]
+    meta = torch.tensor([a, list(cols), list(rows), list(counts)], dtype=torch.int64).to(device)
+    per_row = torch.repeat_interleave(meta[:3], meta[3], dim=1, output_size=n_sel)
+    _add_row_check(checks, indices, per_row[2], arg)
+    k = torch.arange(n_sel, dtype=torch.int64, device=device)
+    d = torch.addcmul(per_row[0], indices - k, per_row[1])
+    total = sum(n * c for n, c in zip(counts, cols, strict=True))
+    src = torch.repeat_interleave(d, per_row[1], output_size=total)
+    return TableGather(src.add_(torch.arange(total, dtype=torch.int64, device=device)), 1)
+
+
+def table_gather_permuted(
+    indices: torch.Tensor,
+    rows: Sequence[int],
+    cols: Sequence[int],
+    n: int,
+    checks: DataChecks | None,
+    arg: str,
+) -> TableGather:
+    """As :func:`table_gather` with ``n`` rows per table laid out ``[n, sum(cols)]``: row ``i``
+    of the output holds ``table_t[indices[t * n + i]]`` for every ``t``, side by side.
+
+    Same row width: ``src[i, t] = indices[t * n + i] + R[t]``, 3 launches (constants copy,
+    ``add`` into a contiguous buffer, none for the transposed view).  Otherwise per (``i``,
+    ``t``): ``d = (O[t] - D[t]) + idx * C[t] - i * sum(C)`` (``D[t]`` the table's first output
+    column), 11 launches (constants copy, ``mul``, ``add_``, ``arange``, ``sub_``, the repeats'
+    ``clone``, ``repeat_interleave`` (2), ``arange``, ``add_``).  The index check adds 3.
+    """
+    device = indices.device
+    n_t = len(rows)
+    idx2d = indices.view(n_t, n).t()  # (n, T): row i, table t
+    if len(set(cols)) == 1 and cols[0] > 0:
+        meta = torch.tensor([_prefix(rows), list(rows)], dtype=torch.int64).to(device)
+        _add_row_check(checks, idx2d, meta[1].view(1, -1), arg)
+        src = torch.empty((n, n_t), dtype=torch.int64, device=device)
+        torch.add(idx2d, meta[0].view(1, -1), out=src)
+        return TableGather(src.view(-1), cols[0])
+    width = sum(cols)
+    starts = _prefix([r * c for r, c in zip(rows, cols, strict=True)])
+    b = [s - c for s, c in zip(starts, _prefix(cols), strict=True)]
+    meta = torch.tensor([b, list(cols), list(rows)], dtype=torch.int64).to(device)
+    _add_row_check(checks, idx2d, meta[2].view(1, -1), arg)
+    d = torch.empty((n, n_t), dtype=torch.int64, device=device)
+    torch.mul(idx2d, meta[1].view(1, -1), out=d)
+    d.add_(meta[0].view(1, -1))
+    d.sub_(torch.arange(0, n * width, width, dtype=torch.int64, device=device).view(-1, 1))
+    repeats = meta[1].view(1, -1).expand(n, n_t).reshape(-1)
+    total = n * width
+    src = torch.repeat_interleave(d.view(-1), repeats, output_size=total)
+    return TableGather(src.add_(torch.arange(total, dtype=torch.int64, device=device)), 1)
+
+
+def index_range(checks: DataChecks, indices: torch.Tensor, n: int, arg: str) -> torch.Tensor:
+    """Require ``0 <= indices < n`` and return indices safe to gather with until the checks ran
+    (clamped when validating; launches: ``aminmax`` + ``clamp``)."""
+    if not validation_enabled() or indices.numel() == 0:
+        return indices
+    low, high = torch.aminmax(indices)
+    what = f"argument '{arg}' must hold indices in [0, {n})"
+    checks.add(low, 0, None, what)
+    checks.add(high, None, n - 1, what)
+    return indices.clamp(0, max(n - 1, 0))
+
+
+class GatherRows(torch.autograd.Function):
+    """``out = x.index_select(0, src)`` with ``src`` computed by the forward kernel; the backward
+    scatters: ``grad_x = zeros_like(x).index_add_(0, src, grad_out)`` (upstream's
+    ``jagged_index_add`` math: repeated segments add up).  Extra outputs are not differentiable.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        x: torch.Tensor,
+        src: torch.Tensor,
+        *extras: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        ctx.save_for_backward(src)
+        ctx.x_shape = x.shape
+        out = x.index_select(0, src)
+        ctx.mark_non_differentiable(*extras)
+        return (out, *extras)
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor | None, *_: object
+    ) -> tuple[torch.Tensor | None, ...]:
+        (src,) = ctx.saved_tensors
+        n_extra = len(_)
+        if grad is None or not ctx.needs_input_grad[0]:
+            return (None, None, *([None] * n_extra))
+        grad_x = grad.new_zeros(ctx.x_shape).index_add_(0, src, grad)
+        return (grad_x, None, *([None] * n_extra))

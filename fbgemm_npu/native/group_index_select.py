@@ -1,0 +1,201 @@
+"""``fbgemm::group_index_select_dim0`` on npu, forward and backward.
+
+Output ``i`` is ``input_group[i].index_select(0, indices_group[i])`` (any rank, any dtype; the
+group may mix dtypes and index types).  Rather than one gather per member, the members of one
+dtype are concatenated (as rows when they share a row width, flat otherwise) and gathered once
+with :func:`~fbgemm_npu.native._index_select_utils.table_gather` (the ``batch_index_select_dim0``
+program); the outputs are views of the one gathered buffer.  The backward scatters every output
+gradient back with one ``index_add_`` per dtype, split into one gradient per input.
+
+Semantics measured on upstream's CPU kernel (fbgemm-gpu-cpu 1.8.0): each member is an
+``index_select`` (any rank >= 1, zero rows or columns included; an index outside the member's rows
+is an error).  Fewer index tensors than inputs: upstream silently returns one output per index
+tensor, and so do we; more index tensors than inputs: upstream reads past the list (a crash), we
+refuse.  An empty group: upstream's dispatcher has no tensor to dispatch on (an error); ours too.
+
+Launches (``FBGEMM_NPU_VALIDATE=0``), per distinct input dtype: one member 1 (its
+``index_select``); more members with one row width 7 (inputs ``cat``, indices ``cat``, the
+4-launch index, the gather), with mixed widths 13 (the 10-launch element index); +1 per member
+that is not viewable as rows and +1 when the index dtypes differ (the ``cat`` casts).  Budget 12:
+the mixed-width case is one over (the inputs must be concatenated before one gather can read
+them all; a fused kernel reading the members in place, as upstream's CUDA kernel does, is the
+remedy).  Syncs: 0.  Backward: 2 per dtype, +1 ``cat`` of the output gradients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from fbgemm_npu.native import _index_select_utils as _u
+from fbgemm_npu.native._checks import check_same_device, check_tensor, validation_enabled
+
+__all__ = ["KERNELS", "group_index_select_dim0_npu"]
+
+_GIS = "fbgemm::group_index_select_dim0"
+
+# (members of one dtype, the gather plan over their concatenation)
+Plan = list[tuple[list[int], _u.TableGather]]
+
+
+def _check_group(
+    input_group: Sequence[object], indices_group: Sequence[object]
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    op = _GIS
+    if len(indices_group) > len(input_group):
+        raise ValueError(f"{op}: argument 'indices_group' has {len(indices_group)} tensors but "
+                         f"input_group only {len(input_group)}")  # fmt: skip
+    if not indices_group:
+        raise ValueError(f"{op}: arguments 'input_group' and 'indices_group' must not be empty")
+    inputs = [check_tensor(op, f"input_group[{i}]", x) for i, x in enumerate(input_group)]
+    indices = [_u.check_index_tensor(op, f"indices_group[{i}]", x)
+               for i, x in enumerate(indices_group)]  # fmt: skip
+    inputs = inputs[: len(indices)]  # upstream returns one output per index tensor
+    check_same_device(op, **{f"input_group[{i}]": x for i, x in enumerate(inputs)},
+                      **{f"indices_group[{i}]": x for i, x in enumerate(indices)})  # fmt: skip
+    for i, x in enumerate(inputs):
+        if x.dim() == 0:
+            raise ValueError(f"{op}: argument 'input_group[{i}]' must have at least one dimension")
+    return inputs, indices
+
+
+def _row_width(x: torch.Tensor) -> int:
+    width = 1
+    for s in x.shape[1:]:
+        width *= s
+    return width
+
+
+def _plan(inputs: list[torch.Tensor], indices: list[torch.Tensor]) -> Plan:
+    """One gather plan per distinct input dtype; the data checks asserted before returning."""
+    by_dtype: dict[torch.dtype, list[int]] = {}
+    for i, x in enumerate(inputs):
+        by_dtype.setdefault(x.dtype, []).append(i)
+    checks = _u.DataChecks(_GIS) if validation_enabled() else None
+    plans: Plan = []
+    for members in by_dtype.values():
+        counts = [indices[i].numel() for i in members]
+        if sum(counts) == 0:
+            empty = torch.zeros(0, dtype=torch.int64, device=inputs[0].device)
+            plans.append((members, _u.TableGather(empty, 1)))
+            continue
+        rows = [inputs[i].size(0) for i in members]
+        cols = [_row_width(inputs[i]) for i in members]
+        if len(members) == 1 and cols[0] > 0:  # the member's own indices gather its rows
+            i = members[0]
+            if checks is not None:
+                low, high = torch.aminmax(indices[i])
+                what = f"argument 'indices_group[{i}]' must hold row indices in [0, {rows[0]})"
+                checks.add(low, 0, None, what)
+                checks.add(high, None, rows[0] - 1, what)
+            plans.append((members, _u.TableGather(indices[i], cols[0])))
+            continue
+        idx = torch.cat([indices[i] for i in members]) if len(members) > 1 else indices[members[0]]
+        plans.append((members, _u.table_gather(idx, rows, cols, counts, checks, "indices_group")))
+    if checks is not None:
+        checks.assert_on_device()
+    return plans
+
+
+def _gather(
+    plans: Plan, inputs: Sequence[torch.Tensor], indices: Sequence[torch.Tensor]
+) -> list[torch.Tensor]:
+    results: list[torch.Tensor] = list(inputs)
+    for members, plan in plans:
+        parts = [inputs[i].reshape(-1, plan.unit) for i in members]  # views where strides allow
+        source = parts[0] if len(parts) == 1 else torch.cat(parts)
+        flat = source.index_select(0, plan.src).view(-1)
+        start = 0
+        for i in members:
+            n = indices[i].numel() * _row_width(inputs[i])
+            results[i] = flat.narrow(0, start, n).view(indices[i].numel(), *inputs[i].shape[1:])
+            start += n
+    return results
+
+
+def _single(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    if validation_enabled() and idx.numel() > 0:
+        checks = _u.DataChecks(_GIS)
+        low, high = torch.aminmax(idx)
+        what = f"argument 'indices_group[0]' must hold row indices in [0, {x.size(0)})"
+        checks.add(low, 0, None, what)
+        checks.add(high, None, x.size(0) - 1, what)
+        checks.assert_on_device()
+    return x.index_select(0, idx)
+
+
+def group_index_select_dim0_npu(
+    input_group: list[torch.Tensor], indices_group: list[torch.Tensor]
+) -> list[torch.Tensor]:
+    """``[input_group[i].index_select(0, indices_group[i]) for i ...]`` as one program per dtype.
+
+    Launches: see the module docstring (1 / 7 / 13 per dtype).  Syncs: 0.
+    """
+    inputs, indices = _check_group(input_group, indices_group)
+    if len(inputs) == 1:
+        return [_single(inputs[0], indices[0])]
+    return _gather(_plan(inputs, indices), inputs, indices)
+
+
+class _GroupGather(torch.autograd.Function):
+    """Forward: the gathers of :func:`_gather` (plans computed before); backward: per dtype one
+    ``zeros`` + ``index_add_`` over the concatenated inputs, split back per input."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, meta: tuple, *inputs: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        plans, indices = meta
+        ctx.plans = plans
+        ctx.shapes = [x.shape for x in inputs]
+        ctx.out_numels = [i.numel() * _row_width(x) for i, x in zip(indices, inputs, strict=True)]
+        return tuple(_gather(plans, inputs, indices))
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, *grads: torch.Tensor | None
+    ) -> tuple[object, ...]:
+        out: list[torch.Tensor | None] = [None] * len(ctx.shapes)
+        for members, plan in ctx.plans:
+            if not any(ctx.needs_input_grad[1 + i] for i in members):
+                continue
+            ref = next((grads[i] for i in members if grads[i] is not None), None)
+            if ref is None:
+                continue
+            parts = [
+                g.reshape(-1) if (g := grads[i]) is not None else ref.new_zeros(ctx.out_numels[i])
+                for i in members
+            ]
+            flat_grad = parts[0] if len(parts) == 1 else torch.cat(parts)
+            sizes = [ctx.shapes[i].numel() for i in members]
+            buf = ref.new_zeros((sum(sizes),))
+            unit = plan.unit
+            buf.view(-1, unit).index_add_(0, plan.src, flat_grad.view(-1, unit))
+            for i, part in zip(members, buf.split(sizes), strict=True):
+                out[i] = part.view(ctx.shapes[i])
+        return (None, *out)
+
+
+def _group_index_select_dim0_autograd(
+    input_group: list[torch.Tensor], indices_group: list[torch.Tensor]
+) -> list[torch.Tensor]:
+    """AutogradPrivateUse1: differentiable in every input (upstream CPU's formula)."""
+    tracked = torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in input_group
+    )
+    if not tracked:
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.ops.fbgemm.group_index_select_dim0(input_group, indices_group)
+    inputs, indices = _check_group(input_group, indices_group)
+    with torch._C._AutoDispatchBelowAutograd():
+        plans = _plan([x.detach() for x in inputs], indices)
+    return list(_GroupGather.apply((plans, indices), *inputs))
+
+
+KERNELS = {
+    _GIS: {
+        "PrivateUse1": group_index_select_dim0_npu,
+        "AutogradPrivateUse1": _group_index_select_dim0_autograd,
+    },
+}

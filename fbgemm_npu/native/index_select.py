@@ -1,0 +1,325 @@
+"""Jagged index-select: ``fbgemm::jagged_index_select`` (forward and backward),
+``jagged_index_select_2d_forward_v2`` and its backward op ``jagged_index_add_2d_forward_v2`` on
+npu (``keyed_jagged_index_select_dim1`` is in ``keyed_index_select.py``).
+
+A jagged tensor is ``values`` (one row per element) cut into segments; selecting segments
+``indices`` copies whole segments, so output row ``r`` of output segment ``s`` reads input row::
+
+    src[r] = r + d[s],   d[s] = (start of input segment indices[s]) - (start of output segment s)
+
+``s = searchsorted(output_ends, r, right=True)``; every op below is a few launches building ``d``,
+then :func:`~fbgemm_npu.native._index_select_utils.rows_gather_index` and one gather.  The
+backward (``jagged_index_add``) is the adjoint: ``zeros.index_add_(0, src, grad)``.
+
+Semantics measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0) and read from its CUDA ones:
+
+* ``*_2d_forward_v2`` / ``jagged_index_add_2d_forward_v2``: ``values`` 2-D of float32, float16,
+  bfloat16, int32 or int64 (upstream refuses float64 and the small ints); ``indices`` int32 or
+  int64; both offset tensors are *inclusive* cumsums (no leading 0) and int64 (upstream's CPU and
+  CUDA kernels both read them as int64 and refuse int32);
+* ``num_dense_output_rows`` smaller than ``output_offsets[-1]`` truncates the output (upstream
+  does the same); larger makes upstream read out of bounds (a crash on CPU): refused here;
+* ``jagged_index_add_2d_forward_v2`` adds every row of ``values`` (upstream's CPU kernel ignores
+  ``num_dense_input_rows``, its CUDA kernel walks that many rows: the same in every caller);
+* ``jagged_index_select``: ``values`` 2-D (upstream refuses 1-D), ``lengths`` int32/int64 (the
+  output lengths keep its dtype); ``sum(lengths)`` may be below ``values.size(0)`` (the tail is
+  ignored, as upstream does);
+
+Empty ``indices`` with no output size: upstream reads ``output_offsets[-1]`` and fails; so do we,
+with a ``ValueError`` naming the argument.  Bad data (an index out of range, offsets that
+decrease, a size above the data, reads past ``values``) is refused by folded device checks (see
+``_index_select_utils.DataChecks``; ``FBGEMM_NPU_VALIDATE=0`` skips them).
+
+Launches (``FBGEMM_NPU_VALIDATE=0``): ``jagged_index_select`` 10, ``*_2d_forward_v2`` 8,
+``jagged_index_add_2d_forward_v2`` 10; budget 12.  Syncs: 1 when the output size is not given
+(it is data-dependent), else 0.  Backward of ``jagged_index_select``: 2 launches (``zeros``,
+``index_add_``), the gather index saved by the forward.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as nnf
+
+from fbgemm_npu.native import _index_select_utils as _u
+from fbgemm_npu.native._checks import (
+    check_dtype,
+    check_ndim,
+    check_same_device,
+    check_tensor,
+    validation_enabled,
+)
+
+__all__ = [
+    "KERNELS",
+    "VALUE_DTYPES",
+    "jagged_index_add_2d_forward_v2_npu",
+    "jagged_index_select_2d_forward_v2_npu",
+    "jagged_index_select_npu",
+]
+
+_JIS = "fbgemm::jagged_index_select"
+_SEL = "fbgemm::jagged_index_select_2d_forward_v2"
+_ADD = "fbgemm::jagged_index_add_2d_forward_v2"
+
+# upstream's jagged index select/add dispatch (CPU and CUDA): no float64, no small ints
+VALUE_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.int32,
+    torch.int64,
+)
+_I64 = (torch.int64,)
+
+
+def _values_2d(op: str, values: object) -> torch.Tensor:
+    t = check_dtype(op, "values", check_tensor(op, "values", values), VALUE_DTYPES)
+    return check_ndim(op, "values", t, (2,))
+
+
+def jagged_index_select_2d_forward_v2_npu(
+    values: torch.Tensor,
+    indices: torch.Tensor,
+    input_offsets: torch.Tensor,
+    output_offsets: torch.Tensor,
+    num_dense_output_rows: int | None = None,
+) -> torch.Tensor:
+    """``out[r] = values[src[r]]`` for ``r < num_dense_output_rows`` (default
+    ``output_offsets[-1]``): output segment ``s`` is a copy of input segment ``indices[s]``.
+
+    Offsets are inclusive ends: segment ``j`` of the input spans
+    ``[input_offsets[j-1], input_offsets[j])`` (``input_offsets[-1] := 0``), likewise the output.
+    Returns ``(num_dense_output_rows, values.size(1))`` of ``values``' dtype.
+    Launches: 8 (two pads for the starts, a gather and a difference for ``d``, four for ``src``,
+    the row gather).  Syncs: 1 if ``num_dense_output_rows`` is None, else 0.
+    """
+    op = _SEL
+    values = _values_2d(op, values)
+    indices = _u.check_index_tensor(op, "indices", indices)
+    input_offsets = _u.check_index_tensor(op, "input_offsets", input_offsets, dtypes=_I64)
+    output_offsets = _u.check_index_tensor(op, "output_offsets", output_offsets, dtypes=_I64)
+    check_same_device(op, values=values, indices=indices, input_offsets=input_offsets,
+                      output_offsets=output_offsets)  # fmt: skip
+    _u.check_non_negative(op, "num_dense_output_rows", num_dense_output_rows)
+    b, b_in = indices.numel(), input_offsets.numel()
+    if output_offsets.numel() != b:
+        raise ValueError(
+            f"{op}: argument 'output_offsets' must have one entry per index ({b}), "
+            f"got {output_offsets.numel()}"
+        )
+    if b == 0:
+        if num_dense_output_rows is None:
+            raise ValueError(
+                f"{op}: argument 'output_offsets' is empty, so the output size is unknown; "
+                "give num_dense_output_rows"
+            )
+        if num_dense_output_rows > 0:
+            raise ValueError(
+                f"{op}: argument 'num_dense_output_rows' must be 0 when no segment is selected, "
+                f"got {num_dense_output_rows}"
+            )
+        return values.new_empty((0, values.size(1)))
+    if b_in == 0:
+        raise ValueError(f"{op}: argument 'input_offsets' is empty but 'indices' selects {b}")
+    validate = validation_enabled()
+    checks = _u.DataChecks(op)
+    idx = _u.index_range(checks, indices, b_in, "indices")
+    in_pad = nnf.pad(input_offsets, (1, 0))  # in_pad[j]: start of input segment j
+    out_pad = nnf.pad(output_offsets, (1, 0))
+    starts = in_pad.index_select(0, idx)
+    d = starts - out_pad[:-1]
+    n_rows = values.size(0)
+    if validate:
+        out_len = out_pad[1:] - out_pad[:-1]
+        checks.add(out_len.amin(), 0, None, "argument 'output_offsets' must be non-decreasing "
+                   "and non-negative")  # fmt: skip
+    if num_dense_output_rows is None:
+        if validate:
+            # every selected segment must lie inside values (upstream would read past it)
+            checks.add(starts.amin(), 0, None, "argument 'input_offsets' must be non-negative")
+            checks.add((starts + out_len).amax(), None, n_rows,
+                       f"selected segments must end within values.size(0) ({n_rows})")  # fmt: skip
+        total = checks.read_with([output_offsets[-1]])[0]
+        src = _u.rows_gather_index(d, output_offsets, total)
+    else:
+        total = num_dense_output_rows
+        src = _u.rows_gather_index(d, output_offsets, total, clamp=validate)
+        if validate:
+            checks.add(output_offsets[-1], total, None, f"argument 'num_dense_output_rows' "
+                       f"({total}) must not exceed output_offsets[-1]")  # fmt: skip
+            if total > 0:
+                low, high = torch.aminmax(src)
+                what = f"the selected rows must lie within values.size(0) ({n_rows})"
+                checks.add(low, 0, None, what)
+                checks.add(high, None, n_rows - 1, what)
+            checks.assert_on_device()
+    return values.index_select(0, src)
+
+
+def jagged_index_add_2d_forward_v2_npu(
+    values: torch.Tensor,
+    indices: torch.Tensor,
+    input_offsets: torch.Tensor,
+    output_offsets: torch.Tensor,
+    num_output_rows: int,
+    num_dense_input_rows: int,
+) -> torch.Tensor:
+    """The adjoint of the select: ``out = zeros(num_output_rows, D)``, then every row ``r`` of
+    ``values`` (segment ``s`` of ``input_offsets``) is added to ``out[r + d[s]]``, where ``d[s]``
+    is ``start of output segment indices[s] - start of input segment s``.  Repeated indices add up.
+
+    ``num_dense_input_rows`` is not read (upstream's CPU kernel ignores it too).  Float outputs
+    accumulate in their own dtype, as upstream's do.  Launches: 10 (two pads, a gather and a
+    difference for ``d``, four for the destination index, ``zeros``, ``index_add_``).  Syncs: 0.
+    """
+    op = _ADD
+    values = _values_2d(op, values)
+    indices = _u.check_index_tensor(op, "indices", indices)
+    input_offsets = _u.check_index_tensor(op, "input_offsets", input_offsets, dtypes=_I64)
+    output_offsets = _u.check_index_tensor(op, "output_offsets", output_offsets, dtypes=_I64)
+    check_same_device(op, values=values, indices=indices, input_offsets=input_offsets,
+                      output_offsets=output_offsets)  # fmt: skip
+    _u.check_non_negative(op, "num_output_rows", num_output_rows)
+    b, m = indices.numel(), values.size(0)
+    if input_offsets.numel() != b:
+        raise ValueError(
+            f"{op}: argument 'input_offsets' must have one entry per index ({b}), "
+            f"got {input_offsets.numel()}"
+        )
+    out = values.new_zeros((num_output_rows, values.size(1)))
+    if m == 0:
+        return out
+    if b == 0 or output_offsets.numel() == 0:
+        raise ValueError(f"{op}: 'values' has {m} rows but there is no segment to add them to")
+    validate = validation_enabled()
+    checks = _u.DataChecks(op)
+    idx = _u.index_range(checks, indices, output_offsets.numel(), "indices")
+    out_pad = nnf.pad(output_offsets, (1, 0))
+    in_pad = nnf.pad(input_offsets, (1, 0))
+    d = out_pad.index_select(0, idx) - in_pad[:-1]
+    dst = _u.rows_gather_index(d, input_offsets, m, clamp=validate)
+    if validate:
+        in_len = in_pad[1:] - in_pad[:-1]
+        checks.add(in_len.amin(), 0, None, "argument 'input_offsets' must be non-decreasing and "
+                   "non-negative")  # fmt: skip
+        checks.add(input_offsets[-1], m, None, f"argument 'input_offsets' must cover the {m} "
+                   "rows of values")  # fmt: skip
+        low, high = torch.aminmax(dst)
+        what = f"rows must be added within num_output_rows ({num_output_rows})"
+        checks.add(low, 0, None, what)
+        checks.add(high, None, num_output_rows - 1, what)
+        checks.assert_on_device()
+    return out.index_add_(0, dst, values)
+
+
+def _jagged_select_index(
+    op: str,
+    values: torch.Tensor,
+    lengths: torch.Tensor,
+    indices: torch.Tensor,
+    num_dense_output_rows: int | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(gather index over ``values``' rows, output lengths) of ``jagged_index_select``."""
+    checks = _u.DataChecks(op)
+    validate = validation_enabled()
+    b_in = lengths.numel()
+    if indices.numel() > 0 and b_in == 0:
+        raise ValueError(f"{op}: argument 'lengths' is empty but 'indices' selects segments")
+    idx = _u.index_range(checks, indices, b_in, "indices")
+    out_lengths = lengths.index_select(0, idx)
+    # inclusive sums in lengths' dtype (no cast); d = in_end[idx] - out_end is the start
+    # distance because an output segment has its input segment's length
+    in_incl = torch.cumsum(lengths, 0, dtype=lengths.dtype)
+    out_incl = torch.cumsum(out_lengths, 0, dtype=lengths.dtype)
+    if indices.numel() == 0:
+        if num_dense_output_rows is None:
+            raise ValueError(
+                f"{op}: argument 'indices' is empty, so the output size is unknown; "
+                "give num_dense_output_rows"
+            )
+        if num_dense_output_rows > 0:
+            raise ValueError(f"{op}: argument 'num_dense_output_rows' must be 0 when no segment "
+                             f"is selected, got {num_dense_output_rows}")  # fmt: skip
+        return torch.zeros(0, dtype=torch.int64, device=values.device), out_lengths
+    d = in_incl.index_select(0, idx) - out_incl
+    if validate:
+        checks.add(lengths.amin(), 0, None, "argument 'lengths' must be non-negative")
+        checks.add(in_incl[-1], None, values.size(0), "argument 'lengths' must not sum past "
+                   f"values.size(0) ({values.size(0)})")  # fmt: skip
+    if num_dense_output_rows is None:
+        total = checks.read_with([out_incl[-1]])[0]
+    else:
+        total = num_dense_output_rows
+        if validate:
+            checks.add(out_incl[-1], total, None, f"argument 'num_dense_output_rows' ({total}) "
+                       "must not exceed the sum of the selected lengths")  # fmt: skip
+            checks.assert_on_device()
+    return _u.rows_gather_index(d, out_incl, total), out_lengths
+
+
+def _check_jagged_select_args(
+    op: str, values: object, lengths: object, indices: object, num_rows: int | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    values = _values_2d(op, values)
+    lengths = _u.check_index_tensor(op, "lengths", lengths)
+    indices = _u.check_index_tensor(op, "indices", indices)
+    check_same_device(op, values=values, lengths=lengths, indices=indices)
+    _u.check_non_negative(op, "num_dense_output_rows", num_rows)
+    return values, lengths, indices
+
+
+def jagged_index_select_npu(
+    values: torch.Tensor,
+    lengths: torch.Tensor,
+    indices: torch.Tensor,
+    num_dense_output_rows: int | None = None,
+) -> list[torch.Tensor]:
+    """``[out_values, out_lengths]``: segments ``indices`` of the jagged ``(values, lengths)``.
+
+    ``out_lengths = lengths[indices]``; ``out_values`` holds the selected segments back to back,
+    its first ``num_dense_output_rows`` rows when that is given (default: all of them).
+    Launches: 10 (the lengths gather, two cumsums, a gather and a difference for ``d``, four for
+    the index, the row gather).  Syncs: 1 if ``num_dense_output_rows`` is None, else 0.
+    """
+    op = _JIS
+    values, lengths, indices = _check_jagged_select_args(
+        op, values, lengths, indices, num_dense_output_rows
+    )
+    src, out_lengths = _jagged_select_index(op, values, lengths, indices, num_dense_output_rows)
+    return [values.index_select(0, src), out_lengths]
+
+
+def _jagged_index_select_autograd(
+    values: torch.Tensor,
+    lengths: torch.Tensor,
+    indices: torch.Tensor,
+    num_dense_output_rows: int | None = None,
+) -> list[torch.Tensor]:
+    """AutogradPrivateUse1: differentiable in ``values``; without a tracked gradient it goes
+    straight to the PrivateUse1 kernel."""
+    if not (torch.is_grad_enabled() and values.requires_grad):
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.ops.fbgemm.jagged_index_select(
+                values, lengths, indices, num_dense_output_rows
+            )
+    op = _JIS
+    values, lengths, indices = _check_jagged_select_args(
+        op, values, lengths, indices, num_dense_output_rows
+    )
+    with torch._C._AutoDispatchBelowAutograd():
+        src, out_lengths = _jagged_select_index(
+            op, values.detach(), lengths, indices, num_dense_output_rows
+        )
+    out, out_lengths = _u.GatherRows.apply(values, src, out_lengths)
+    return [out, out_lengths]
+
+
+KERNELS = {
+    _JIS: {
+        "PrivateUse1": jagged_index_select_npu,
+        "AutogradPrivateUse1": _jagged_index_select_autograd,
+    },
+    _SEL: {"PrivateUse1": jagged_index_select_2d_forward_v2_npu},
+    _ADD: {"PrivateUse1": jagged_index_add_2d_forward_v2_npu},
+}

@@ -1,0 +1,199 @@
+"""``fbgemm::keyed_jagged_index_select_dim1`` on npu (upstream: a CUDA-only op), forward and
+backward.
+
+A KeyedJaggedTensor's ``lengths`` hold ``num_batches`` blocks of ``batch_size`` segments (one block
+per key), ``offsets = [0, cumsum(lengths)]``; the op selects samples ``indices`` of every key:
+output segment ``n * len(indices) + j`` is input segment ``n * batch_size + indices[j]``.  As in
+``index_select.py``, output element ``r`` of output segment ``s`` reads
+``values[r + d[s]]`` with ``d[s] = offsets[segment + 1] - (inclusive end of output segment s)``
+(both segments have the same length), then one gather per output.
+
+Semantics read from upstream's CUDA kernel: values of any dtype it dispatches (the ints,
+float16/32/64, bfloat16), ``weights`` float (the same length as ``values``), ``lengths`` /
+``offsets`` / ``indices`` int32 or int64 each; ``selected_lengths_sum`` below the selected total
+truncates the values (and weights) as upstream does, above it upstream reads garbage: refused;
+gradient for ``values`` only (upstream returns none for ``weights``).  Bad data (an index outside
+``[0, batch_size)``, ``offsets`` that disagree with ``lengths`` or pass ``values``, negative
+lengths) is refused by folded device checks (``FBGEMM_NPU_VALIDATE=0`` skips them).
+
+Launches (``FBGEMM_NPU_VALIDATE=0``): 11, 12 with weights (segment ids: ``arange`` + ``add``;
+the lengths gather, a cumsum, a gather and a difference for ``d``, four for the index, one gather
+per output); budget 12.  Syncs: 1 if ``selected_lengths_sum`` is None, else 0.  Backward: 2
+(``zeros``, ``index_add_``), the forward's gather index reused.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fbgemm_npu.native import _index_select_utils as _u
+from fbgemm_npu.native._checks import (
+    check_dtype,
+    check_ndim,
+    check_same_device,
+    check_tensor,
+    validation_enabled,
+)
+from fbgemm_npu.native.index_select import VALUE_DTYPES
+
+__all__ = ["KERNELS", "keyed_jagged_index_select_dim1_npu"]
+
+_KJIS = "fbgemm::keyed_jagged_index_select_dim1"
+
+# keyed_jagged_index_select_dim1's CUDA kernel: AT_DISPATCH_ALL_TYPES_AND2(Half, BFloat16)
+KEYED_VALUE_DTYPES: tuple[torch.dtype, ...] = (
+    *VALUE_DTYPES,
+    torch.float64,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+)
+WEIGHT_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+)
+
+
+def _keyed_select_index(
+    values: torch.Tensor,
+    lengths: torch.Tensor,
+    offsets: torch.Tensor,
+    indices: torch.Tensor,
+    batch_size: int,
+    selected_lengths_sum: int | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(gather index over ``values``, output lengths) of ``keyed_jagged_index_select_dim1``."""
+    op = _KJIS
+    checks = _u.DataChecks(op)
+    validate = validation_enabled()
+    num_batches = lengths.numel() // batch_size
+    k = indices.numel()
+    idx = _u.index_range(checks, indices, batch_size, "indices")
+    # segment of (batch n, selected j) = n * batch_size + indices[j]
+    base = torch.arange(0, num_batches * batch_size, batch_size, device=lengths.device)
+    sel = (base.view(-1, 1) + idx.view(1, -1)).view(-1)
+    out_lengths = lengths.index_select(0, sel)
+    out_incl = torch.cumsum(out_lengths, 0, dtype=lengths.dtype)
+    if validate:
+        steps = offsets[1:] - offsets[:-1]
+        mismatch = torch.aminmax(steps - lengths)
+        what = "arguments 'offsets' and 'lengths' must agree (offsets = [0, cumsum(lengths)])"
+        checks.add(mismatch[0], 0, 0, what)
+        checks.add(mismatch[1], 0, 0, what)
+        checks.add(offsets[0], 0, 0, "argument 'offsets' must start at 0")
+        checks.add(lengths.amin(), 0, None, "argument 'lengths' must be non-negative")
+        checks.add(offsets[-1], None, values.numel(), "argument 'offsets' must end within "
+                   f"values.numel() ({values.numel()})")  # fmt: skip
+    if num_batches * k == 0:
+        if selected_lengths_sum not in (None, 0):
+            raise ValueError(f"{op}: argument 'selected_lengths_sum' must be 0 for an empty "
+                             f"selection, got {selected_lengths_sum}")  # fmt: skip
+        checks.assert_on_device()
+        return torch.zeros(0, dtype=torch.int64, device=values.device), out_lengths
+    d = offsets[1:].index_select(0, sel) - out_incl
+    if selected_lengths_sum is None:
+        total = checks.read_with([out_incl[-1]])[0]
+    else:
+        total = selected_lengths_sum
+        if validate:
+            checks.add(out_incl[-1], total, None, f"argument 'selected_lengths_sum' ({total}) "
+                       "must not exceed the sum of the selected lengths")  # fmt: skip
+            checks.assert_on_device()
+    return _u.rows_gather_index(d, out_incl, total), out_lengths
+
+
+def _check_keyed_args(
+    values: object,
+    lengths: object,
+    offsets: object,
+    indices: object,
+    batch_size: int,
+    weights: object,
+    selected_lengths_sum: int | None,
+) -> None:
+    op = _KJIS
+    v = check_dtype(op, "values", check_tensor(op, "values", values), KEYED_VALUE_DTYPES)
+    check_ndim(op, "values", v, (1,))
+    lengths_t = _u.check_index_tensor(op, "lengths", lengths)
+    offsets_t = _u.check_index_tensor(op, "offsets", offsets)
+    _u.check_index_tensor(op, "indices", indices)
+    if weights is not None:
+        w = check_dtype(op, "weights", check_tensor(op, "weights", weights), WEIGHT_DTYPES)
+        check_ndim(op, "weights", w, (1,))
+        if w.numel() != v.numel():
+            raise ValueError(f"{op}: argument 'weights' must have values' size ({v.numel()}), "
+                             f"got {w.numel()}")  # fmt: skip
+    check_same_device(op, values=v, lengths=lengths_t, offsets=offsets_t, indices=indices,
+                      weights=weights)  # fmt: skip
+    if offsets_t.numel() != lengths_t.numel() + 1:
+        raise ValueError(f"{op}: argument 'offsets' must have lengths.numel() + 1 = "
+                         f"{lengths_t.numel() + 1} entries, got {offsets_t.numel()}")  # fmt: skip
+    if batch_size <= 0 or lengths_t.numel() % batch_size != 0:
+        raise ValueError(f"{op}: argument 'batch_size' must be positive and divide "
+                         f"lengths.numel() ({lengths_t.numel()}), got {batch_size}")  # fmt: skip
+    _u.check_non_negative(op, "selected_lengths_sum", selected_lengths_sum)
+
+
+def keyed_jagged_index_select_dim1_npu(
+    values: torch.Tensor,
+    lengths: torch.Tensor,
+    offsets: torch.Tensor,
+    indices: torch.Tensor,
+    batch_size: int,
+    weights: torch.Tensor | None = None,
+    selected_lengths_sum: int | None = None,
+) -> list[torch.Tensor]:
+    """Select samples ``indices`` of every key of a KeyedJaggedTensor (``lengths`` of
+    ``num_batches * batch_size`` segments, ``offsets = [0, cumsum(lengths)]``).
+
+    Returns ``[values, lengths]`` or ``[values, lengths, weights]``: output segment
+    ``n * len(indices) + j`` is input segment ``n * batch_size + indices[j]``; the values (and
+    weights) are the first ``selected_lengths_sum`` rows when that is given.
+    Launches: 11, 12 with weights (segment ids: ``arange`` + ``add``; the lengths gather, a
+    cumsum, a gather and a difference for ``d``, four for the index, one gather per output).
+    Syncs: 1 if ``selected_lengths_sum`` is None, else 0.
+    """
+    _check_keyed_args(values, lengths, offsets, indices, batch_size, weights, selected_lengths_sum)
+    src, out_lengths = _keyed_select_index(
+        values, lengths, offsets, indices, batch_size, selected_lengths_sum
+    )
+    out = [values.index_select(0, src), out_lengths]
+    if weights is not None:
+        out.append(weights.index_select(0, src))
+    return out
+
+
+def _keyed_jagged_index_select_dim1_autograd(
+    values: torch.Tensor,
+    lengths: torch.Tensor,
+    offsets: torch.Tensor,
+    indices: torch.Tensor,
+    batch_size: int,
+    weights: torch.Tensor | None = None,
+    selected_lengths_sum: int | None = None,
+) -> list[torch.Tensor]:
+    """AutogradPrivateUse1: differentiable in ``values`` (as upstream's CUDA op; ``weights`` get
+    no gradient)."""
+    if not (torch.is_grad_enabled() and values.requires_grad):
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.ops.fbgemm.keyed_jagged_index_select_dim1(
+                values, lengths, offsets, indices, batch_size, weights, selected_lengths_sum
+            )
+    _check_keyed_args(values, lengths, offsets, indices, batch_size, weights, selected_lengths_sum)
+    with torch._C._AutoDispatchBelowAutograd():
+        src, out_lengths = _keyed_select_index(
+            values.detach(), lengths, offsets, indices, batch_size, selected_lengths_sum
+        )
+        out_weights = None if weights is None else weights.detach().index_select(0, src)
+    extras = (out_lengths,) if out_weights is None else (out_lengths, out_weights)
+    return list(_u.GatherRows.apply(values, src, *extras))
+
+
+KERNELS = {
+    _KJIS: {
+        "PrivateUse1": keyed_jagged_index_select_dim1_npu,
+        "AutogradPrivateUse1": _keyed_jagged_index_select_dim1_autograd,
+    },
+}

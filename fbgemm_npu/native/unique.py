@@ -1,0 +1,158 @@
+"""``fbgemm::jagged_unique_indices`` on npu (upstream: a CUDA-only op).
+
+Inputs: ``hash_size_cumsum`` (``T + 1``: feature ``t`` owns linear ids ``[hsc[t], hsc[t+1])``),
+``hash_size_offsets`` (groups of features: group ``g`` is features ``[hso[g], hso[g+1])``, ``T``
+groups), ``offsets`` (``T * B + 1``, the jagged layout of ``indices``: sample ``s`` of feature
+``s // B`` holds ``indices[offsets[s]:offsets[s+1]]``) and ``indices``.  All four share one dtype,
+int32 or int64, as upstream's kernels read them with one index type.  Outputs, as upstream's CUDA
+kernel computes them:
+
+* ``linear[i] = indices[i] + hsc[feature of i]``; ``U = sorted(unique(linear))``;
+* ``reverse_index`` (int64): ``U[reverse_index[i]] == linear[i]``;
+* ``unique_indices[j] = U[j] - hsc[feature of U[j]]``: equal to ``indices[i]`` wherever
+  ``reverse_index[i] == j``, so it is written by one ``scatter`` of ``indices``;
+* ``output_lengths`` (``T * B``): group ``g``'s ``total_g`` unique ids (those in
+  ``[hsc[hso[g]], hsc[hso[g+1]])``) spread over its ``n_g = (hso[g+1] - hso[g]) * B`` samples, the
+  first ``total_g % n_g`` of them getting one more: sample ``i`` of the group gets
+  ``ceil((total_g - i) / n_g)``, which one ``floor_divide`` of ``(total_g + end_g - 1 - s)`` by
+  ``n_g`` gives for every sample ``s`` at once;
+* ``output_offsets`` = ``[0, cumsum(output_lengths)]``.
+
+Contract checked on the data (upstream reads out of bounds or races otherwise): ``offsets`` start at
+0, do not decrease and end at ``indices.numel()``; ``hash_size_offsets`` partition ``[0, T]``
+(start at 0, do not decrease, ``hso[T] == T``; upstream's own ``jagged_hash_size_cumsum`` returns
+``arange(T + 1)``), which makes every sample belong to exactly one group.
+
+Launches (``FBGEMM_NPU_VALIDATE=0``): 20 (linearize 5, ``unique`` 1, the scatter 1, lengths 11,
+offsets 2); budget 20.  Syncs: 1 (``unique``: the number of unique ids sizes its outputs).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fbgemm_npu.native import _index_select_utils as _u
+from fbgemm_npu.native._checks import check_same_device, validation_enabled
+
+__all__ = ["KERNELS", "jagged_unique_indices_npu"]
+
+_OP = "fbgemm::jagged_unique_indices"
+
+
+def _check_args(
+    hash_size_cumsum: object, hash_size_offsets: object, offsets: object, indices: object
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, int]:
+    op = _OP
+    hsc = _u.check_index_tensor(op, "hash_size_cumsum", hash_size_cumsum)
+    hso = _u.check_index_tensor(op, "hash_size_offsets", hash_size_offsets)
+    offs = _u.check_index_tensor(op, "offsets", offsets)
+    idx = _u.check_index_tensor(op, "indices", indices)
+    check_same_device(op, hash_size_cumsum=hsc, hash_size_offsets=hso, offsets=offs, indices=idx)
+    _u.same_dtype_or_raise(op, "indices", indices=idx, hash_size_cumsum=hsc,
+                           hash_size_offsets=hso, offsets=offs)  # fmt: skip
+    if hsc.numel() < 1:
+        raise ValueError(f"{op}: argument 'hash_size_cumsum' must have at least one entry")
+    n_feat = hsc.numel() - 1
+    if offs.numel() < 1:
+        raise ValueError(f"{op}: argument 'offsets' must have at least one entry")
+    total_b = offs.numel() - 1
+    if n_feat == 0:
+        if total_b or idx.numel():
+            raise ValueError(f"{op}: argument 'hash_size_cumsum' has no feature but 'offsets' "
+                             f"has {total_b} samples")  # fmt: skip
+        return hsc, hso, offs, idx, 0, 0
+    if total_b % n_feat != 0 or (total_b == 0 and idx.numel() > 0):
+        raise ValueError(f"{op}: argument 'offsets' must hold T * B + 1 entries for T = "
+                         f"{n_feat} features, got {offs.numel()}")  # fmt: skip
+    if hso.numel() < n_feat + 1:
+        raise ValueError(f"{op}: argument 'hash_size_offsets' must have at least T + 1 = "
+                         f"{n_feat + 1} entries, got {hso.numel()}")  # fmt: skip
+    return hsc, hso, offs, idx, n_feat, total_b // n_feat
+
+
+def _add_checks(
+    checks: _u.DataChecks,
+    hsc: torch.Tensor,
+    hso: torch.Tensor,
+    offs: torch.Tensor,
+    n_idx: int,
+    n_feat: int,
+) -> None:
+    """The contract in the module docstring; 5 reductions / differences."""
+    checks.add(offs[0], 0, 0, "argument 'offsets' must start at 0")
+    checks.add(offs[-1], n_idx, n_idx, f"argument 'offsets' must end at indices.numel() ({n_idx})")
+    if offs.numel() > 1:
+        checks.add((offs[1:] - offs[:-1]).amin(), 0, None, "argument 'offsets' must be "
+                   "non-decreasing")  # fmt: skip
+    checks.add(hso[0], 0, 0, "argument 'hash_size_offsets' must start at 0")
+    checks.add(hso[n_feat], n_feat, n_feat, f"argument 'hash_size_offsets' must reach T "
+               f"({n_feat}) at entry T")  # fmt: skip
+    checks.add((hso[1 : n_feat + 1] - hso[:n_feat]).amin(), 0, None, "argument "
+               "'hash_size_offsets' must be non-decreasing")  # fmt: skip
+    checks.add((hsc[1:] - hsc[:-1]).amin(), 0, None, "argument 'hash_size_cumsum' must be "
+               "non-decreasing")  # fmt: skip
+
+
+def jagged_unique_indices_npu(
+    hash_size_cumsum: torch.Tensor,
+    hash_size_offsets: torch.Tensor,
+    offsets: torch.Tensor,
+    indices: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(output_lengths, output_offsets, unique_indices, reverse_index)``; see the module
+    docstring.  Launches: 20.  Syncs: 1 (0 when ``indices`` is empty)."""
+    hsc, hso, offs, idx, n_feat, batch = _check_args(
+        hash_size_cumsum, hash_size_offsets, offsets, indices
+    )
+    device, dtype = idx.device, idx.dtype
+    total_b = n_feat * batch
+    n_idx = idx.numel()
+    if validation_enabled() and n_feat > 0:
+        checks = _u.DataChecks(_OP)
+        _add_checks(checks, hsc, hso, offs, n_idx, n_feat)
+        checks.assert_on_device()
+    if n_idx == 0:
+        uniq = idx.new_empty((0,))
+        reverse = torch.empty(0, dtype=torch.int64, device=device)
+    else:
+        # linearize: element i belongs to sample s = (sample ends at or before i), whose
+        # feature is s // B
+        positions = torch.arange(n_idx, dtype=dtype, device=device)
+        sample = torch.searchsorted(offs[1:], positions, right=True)
+        feature = torch.floor_divide(sample, batch)
+        linear = idx + hsc.index_select(0, feature)
+        keys, reverse = torch.unique(linear, sorted=True, return_inverse=True)
+        uniq = idx.new_empty(keys.shape).scatter_(0, reverse, idx)
+    lengths = _group_lengths(hsc, hso, keys if n_idx else uniq, n_feat, batch)
+    out_offsets = torch.empty(total_b + 1, dtype=dtype, device=device)
+    out_offsets[:1].zero_()
+    torch.cumsum(lengths, 0, dtype=dtype, out=out_offsets[1:])
+    return lengths, out_offsets, uniq, reverse
+
+
+def _group_lengths(
+    hsc: torch.Tensor, hso: torch.Tensor, keys: torch.Tensor, n_feat: int, batch: int
+) -> torch.Tensor:
+    """``output_lengths`` (module docstring), in ``hsc``'s dtype.  Launches: 11 (boundary
+    gather, ``searchsorted``, ``mul``, ``stack``, ``sub``, ``add_``, ``repeat_interleave`` (2),
+    ``arange``, ``sub``, ``floor_divide``; the final ``view`` is free)."""
+    dtype, device = hsc.dtype, hsc.device
+    total_b = n_feat * batch
+    if total_b == 0:
+        return torch.zeros(0, dtype=dtype, device=device)
+    groups = hso[: n_feat + 1]
+    # unique ids below each group boundary (a lower bound search on the sorted unique ids)
+    below = torch.searchsorted(keys, hsc.index_select(0, groups), out_int32=dtype == torch.int32)
+    sample_ends = groups * batch
+    # per boundary: ids below, samples below, features below; their steps per group are
+    # (total_g, n_g, features in g); the feature counts sum to T (hso partitions [0, T])
+    stacked = torch.stack([below, sample_ends, groups])
+    per_group = stacked[:, 1:] - stacked[:, :-1]
+    per_group[0].add_(sample_ends[1:])  # total_g + end_g (the -1 is folded into s + 1 below)
+    per_feature = torch.repeat_interleave(per_group[:2], per_group[2], dim=1, output_size=n_feat)
+    s1 = torch.arange(1, total_b + 1, dtype=dtype, device=device).view(n_feat, batch)
+    numer = per_feature[0].view(-1, 1) - s1
+    return torch.floor_divide(numer, per_feature[1].view(-1, 1)).view(-1)
+
+
+KERNELS = {_OP: {"PrivateUse1": jagged_unique_indices_npu}}
