@@ -12,8 +12,9 @@ emulate it in the index dtype itself, with wrapping two's-complement arithmetic:
 
 ``x + h * M`` cannot overflow (``-2**(BITS-1) <= x < 0`` and ``M < d``), and the quotient is
 exact modulo ``2**BITS``, which is what upstream stores.  A divisor known on the host (``my_size``)
-has its ``K, M`` computed in Python; a per-feature divisor (``total_num_blocks``) gets them from
-:func:`pow2_divmod`, a handful of launches on the ``T``-sized table.
+has its ``K, M`` computed in Python, and a power of two needs neither: ``u // 2**s`` is the
+arithmetic shift masked to ``BITS - s`` bits, ``u % 2**s`` a mask.  A per-feature divisor
+(``total_num_blocks``) gets ``K, M`` from :func:`pow2_divmod`, launches on the ``T``-sized table.
 
 Variable bucket boundaries (``block_bucketize_pos``): upstream binary-searches each feature's own
 sorted boundary list.  :func:`prepare_boundaries` and :func:`search_boundaries` do all features in
@@ -34,20 +35,20 @@ import torch
 
 __all__ = [
     "Boundaries",
+    "bits_of",
     "bucket_order",
     "gather_columns",
-    "pow2_shift",
-    "row_positions",
-    "uniform_buckets",
-    "uniform_buckets_total",
-    "variable_buckets",
-    "bits_of",
     "host_divmod_constants",
     "pow2_divmod",
+    "pow2_shift",
     "prepare_boundaries",
+    "row_positions",
     "search_boundaries",
     "sign_flip",
     "udivmod",
+    "uniform_buckets",
+    "uniform_buckets_total",
+    "variable_buckets",
 ]
 
 
