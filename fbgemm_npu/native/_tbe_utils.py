@@ -26,7 +26,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -165,6 +165,7 @@ class TbePlan:
     total_D: int
     classes: list[TableClass]
     dims_t: torch.Tensor  # [T] int64 on the device
+    vbe_cache: dict = field(default_factory=dict)  # num_ranks -> VBE block tables
 
     @property
     def single_class(self) -> bool:

@@ -39,8 +39,9 @@ autograd will need the backward (the gradient row of each index, see ``_set_grad
 half-precision per-sample weight cast; +3 for weighted MEAN (bag lengths, clamp, divide); +1 to
 cast int32 offsets when the indices are int64 (upstream's module makes them match).  Each further
 class adds 2 (index_select, addcmul) + 1 (_embedding_bag) + 2-3 (select members, cast, index_put_
-into the output).  VBE adds the per-bag output offsets (7 launches, see
-:func:`vbe_row_output_offsets`) and 2-4 for the element scatter.  The first call with a new
+into the output).  VBE: 17 for one class -- the per-bag output offsets are data the call brings
+(8 launches, :func:`vbe_row_output_offsets`), plus the feature search and the element scatter:
+over the 10-launch budget of a fixed-batch lookup (a fused kernel is the remedy).  The first call with a new
 table layout reads the layout on the host (1 sync); 0 syncs afterwards.
 """
 
@@ -129,6 +130,7 @@ def vbe_row_output_offsets(
     output_offsets_feature_rank: torch.Tensor,
     dims: torch.Tensor,
     total_B: int,
+    cache: dict | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-bag output offsets of a VBE lookup and each bag's (feature, rank) block.
 
@@ -137,17 +139,23 @@ def vbe_row_output_offsets(
     ``output_offsets_feature_rank[r * T + t] + (k - S[t, r]) * D_t``.  ``dims``: ``[T]`` int64.
     Returns ``(row_output_offsets [total_B] int64, block [total_B] int64)``.
 
-    Launches: 7 (block starts, permuted block output offsets, per-block base, searchsorted, two
-    gathers, addcmul); 0 syncs.
+    Launches: 8 (block starts and their cast, permuted block output offsets, per-block base,
+    searchsorted, two gathers, addcmul), +3 for the data-independent block tables unless
+    ``cache`` (a dict kept with the layout) holds them; 0 syncs.
     """
     T = B_offsets.numel() - 1
     R = B_offsets_rank_per_feature.size(1) - 1
     dev = B_offsets.device
     starts = (B_offsets[:-1, None] + B_offsets_rank_per_feature[:, :R]).reshape(-1).to(torch.int64)
-    # block (t, r) -> output_offsets_feature_rank[r * T + t]
-    perm = (arange_cached(R, dev)[None, :] * T + arange_cached(T, dev)[:, None]).reshape(-1)
+    tables = None if cache is None else cache.get(R)
+    if tables is None:
+        # block (t, r) -> output_offsets_feature_rank[r * T + t], and its dim
+        perm = (arange_cached(R, dev)[None, :] * T + arange_cached(T, dev)[:, None]).reshape(-1)
+        tables = (perm, dims[:, None].expand(T, R).reshape(-1))
+        if cache is not None:
+            cache[R] = tables
+    perm, block_D = tables
     block_out = output_offsets_feature_rank.index_select(0, perm)
-    block_D = dims[:, None].expand(T, R).reshape(-1)
     base = torch.addcmul(block_out, starts, block_D, value=-1)
     k = arange_cached(total_B, dev)
     block = torch.searchsorted(starts[1:], k, right=True)
@@ -233,6 +241,7 @@ def tbe_forward(
             vbe.output_offsets_feature_rank,
             plan.dims_t,
             offsets.numel() - 1,
+            plan.vbe_cache,
         )
         state.row_starts = row_starts
         max_D = max(plan.dims) if plan.dims else 0

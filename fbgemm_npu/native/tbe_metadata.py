@@ -59,9 +59,10 @@ def bounds_check_indices_npu(
       int32 indices with int64 offsets repair a converted copy of the offsets, as upstream's
       CPU kernel does, so the caller's offsets stay as they were.
 
-    Launches (WARNING): about 20 (clamp, cummax, the bag checks, per-index feature lookup, the
-    index check, the repairs and the count).  ``cummax`` is not native on torch_npu 2.13 (the
-    counters flag it): it only matters when offsets need repair.  Syncs: 0.
+    Launches (WARNING): 22 -- 8 to repair and check the offsets (clamp, cummax, ...), 4 to find
+    each index's table size, 5 for the index check, 2 repairs, 3 for the count; FATAL: 19 plus
+    the device-side assert.  ``cummax`` runs as torch_npu's
+    ``_cummax_helper``.  Syncs: 0.
     """
     op = _BOUNDS
     mode = int(bounds_check_mode)
@@ -89,32 +90,33 @@ def bounds_check_indices_npu(
     write_offsets = offsets.dtype == indices.dtype
     o = offsets if write_offsets else offsets.to(indices.dtype)
     last_bad = o[-1:] != N  # [1]
-    if mode == FATAL:
-        fixed = o
-        s_k, e_k = o[:-1], o[1:]
-    else:
-        # Repaired offsets: offsets[-1] = N, then a running max of the clamped values.
+    o_last = o
+    if mode != FATAL:
         o_last = o.clone()
         o_last[-1:].fill_(N)
-        fixed = torch.cummax(o_last.clamp(min=0, max=N), 0).values
-        # bag k's start as the sequential repair sees it: raw for bag 0, repaired after
-        s_k, e_k = torch.cat([o_last[:1], fixed[1:-1]]), o_last[1:]
-    bag_bad = (s_k < 0) | (s_k > e_k) | (e_k > N)
+    # Repaired offsets: a running max of the clamped values.  Bag k was repaired iff its start
+    # or end differs from the repaired one; its start is the previous bag's repaired end for
+    # k >= 1, so only bag 0 needs its start compared.
+    fixed = torch.cummax(o_last.clamp(min=0, max=N), 0).values
+    diff = o_last != fixed
+    bag_bad = diff[1:].clone()
+    bag_bad[:1].bitwise_or_(diff[:1])
     # Feature of every index and its table's row count.
     ar = arange_cached(N, o.device, o.dtype)
-    bag = torch.searchsorted(fixed[1:].contiguous(), ar, right=True)
+    i32 = vbe and B_offsets.dtype == torch.int32
+    bag = torch.searchsorted(fixed[1:], ar, right=True, out_int32=i32)
     if vbe:
-        t = torch.searchsorted(B_offsets[1:].to(bag.dtype), bag, right=True)
+        t = torch.searchsorted(B_offsets[1:], bag, right=True, out_int32=i32)
     else:
         t = torch.div(bag, max(B, 1), rounding_mode="floor")
     n_rows = rows_per_table.index_select(0, t.clamp_(max=T - 1))
-    in_bag = (ar >= fixed[:1]) & (bag < total_B)
-    idx_bad = in_bag & (indices != -1) & ((indices < 0) | (indices >= n_rows))
+    # -1 marks a pruned row; indices before offsets[0] are in no bag
+    idx_bad = ((indices < -1) | (indices >= n_rows)) & (ar >= fixed[:1])
+    flags = torch.cat([last_bad, bag_bad, idx_bad])
     if mode == FATAL:
-        ok = ~(last_bad.any() | bag_bad.any() | idx_bad.any())
         check_on_device(
             op,
-            ok,
+            ~flags.any(),
             "argument 'indices' / 'offsets' out of bounds: every index must lie in "
             "[0, rows_per_table[t]) (or be -1), offsets must be non-decreasing within [0, "
             "indices.numel()] and end at indices.numel()",
@@ -124,8 +126,7 @@ def bounds_check_indices_npu(
     if write_offsets:
         offsets.copy_(fixed)
     if mode == WARNING:
-        count = last_bad.sum() + bag_bad.sum() + idx_bad.sum()
-        warning.copy_(count.reshape(warning.shape).to(warning.dtype))
+        warning.copy_(flags.sum().reshape(warning.shape))
 
 
 def _num_bits(n: int) -> int:
