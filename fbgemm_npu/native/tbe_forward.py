@@ -41,8 +41,9 @@ cast int32 offsets when the indices are int64 (upstream's module makes them matc
 class adds 2 (index_select, addcmul) + 1 (_embedding_bag) + 2-3 (select members, cast, index_put_
 into the output).  VBE: 17 for one class -- the per-bag output offsets are data the call brings
 (8 launches, :func:`vbe_row_output_offsets`), plus the feature search and the element scatter:
-over the 10-launch budget of a fixed-batch lookup (a fused kernel is the remedy).  The first call with a new
-table layout reads the layout on the host (1 sync); 0 syncs afterwards.
+over the 10-launch budget of a fixed-batch lookup (a fused kernel is the remedy).  The first
+call with a new table layout reads the layout on the host (1 sync) unless
+``fbgemm_npu.split_table.register_tbe_layout`` gave it; 0 syncs afterwards.
 """
 
 from __future__ import annotations
