@@ -164,3 +164,15 @@ def test_fallback_is_not_a_kernel_of_ours() -> None:
     op = torch.ops.fbgemm_npu_test_harness.twice
     r = run_example(_spec(lambda x: op(x)), {"x": torch.ones(2)}, device="npu:0")
     assert not r.ok and "no kernel of ours ran" in r.message or "raised" in r.message
+
+
+def test_integer_reference_values_compare_exactly_beyond_float64_precision() -> None:
+    spec = OpSpec(
+        name="int_ref",
+        op=lambda x: x,
+        inputs=st.just({"x": torch.zeros(1)}),
+        compare=Compare(),
+        budget=Budget(1, 0),
+    )
+    with pytest.raises(Mismatch):
+        compare_outputs(torch.tensor([2**60]), torch.tensor([2**60 + 1]), spec, check="values")
