@@ -1,10 +1,10 @@
 """torchrec's DLRM and DLRM_DCN, unchanged, with DistributedModelParallel on npu: the main job.
 
 For each model and each sharding type (data-parallel, table-wise, row-wise, column-wise,
-table-row-wise, table-column-wise), in 1 process and in 2 processes (the ``hccl`` backend: on the
-simulated device, fbgemm_npu's gloo-staged stand-in), ``python -m fbgemm_npu.examples.dlrm``'s own
-code trains a tiny Criteo-shaped model (26 tables x 100 rows x 8, batch 8 per rank, 3 steps) with
-row-wise adagrad fused into the TBE backward, and
+table-row-wise, table-column-wise, and grid, which torchrec offers cuda too), in 1 process and in
+2 processes (the ``hccl`` backend: on the simulated device, fbgemm_npu's gloo-staged stand-in),
+``python -m fbgemm_npu.examples.dlrm``'s own code trains a tiny Criteo-shaped model (26 tables x
+100 rows x 8, batch 8 per rank, 3 steps) with row-wise adagrad fused into the TBE backward, and
 
 * the loss of every step on every rank equals the same run on the CPU with upstream fbgemm (same
   seed, weights, data and plan) within ``ATOL + RTOL * |loss|`` (1e-5 + 1e-4 * |loss|);
@@ -137,6 +137,16 @@ def _tbe_modules(dmp: torch.nn.Module, cls: type) -> list:
     return tbes
 
 
+@pytest.mark.parametrize("pipeline", ["base", "none"])
+def test_other_loops_match_cpu_too(pipeline: str) -> None:
+    """TrainPipelineBase, and a hand-written loop, give the CPU run's losses as well."""
+    by_run, text, passed = _run(
+        ["--model", "dlrm", "--sharding-type", "row_wise", "--pipeline", pipeline, "--no-trace"]
+    )
+    (rep,) = by_run[("dlrm", "row_wise")]
+    assert passed and dlrm.within_tolerance(rep.npu_losses, rep.cpu_losses), text[-2000:]
+
+
 @pytest.mark.parametrize("sharding_type", ["row_wise", "data_parallel"])
 def test_npu_kernels_keep_tables_and_states_in_device_memory(sharding_type: str) -> None:
     from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
@@ -198,6 +208,15 @@ def test_tolerance_and_flags() -> None:
     args = dlrm.parse_args(["--processes", "2", "--sharding-type", "row_wise", "--model", "dcn"])
     assert isinstance(args, argparse.Namespace) and dlrm._runs(args) == [("dcn", "row_wise")]
     assert len(dlrm._runs(dlrm.parse_args(TINY))) == len(MODELS) * len(SHARDING_TYPES)
-    for bad in (["--embedding-dim", "6"], ["--steps", "0"], ["--sharding-type", "grid"]):
+    assert SHARDING_TYPES[:6] == (
+        "data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise",
+        "table_column_wise",
+    )  # fmt: skip
+    for bad in (
+        ["--embedding-dim", "6"],
+        ["--steps", "0"],
+        ["--sharding-type", "grid"],
+        ["--pipeline", "semi_sync"],
+    ):
         with pytest.raises(SystemExit):
             dlrm.parse_args(bad)

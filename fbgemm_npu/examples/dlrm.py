@@ -69,7 +69,7 @@ def within_tolerance(
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from fbgemm_npu.examples.dlrm_train import SHARDING_TYPES
+    from fbgemm_npu.examples.dlrm_train import PIPELINES, SHARDING_TYPES
 
     p = argparse.ArgumentParser(
         prog="python -m fbgemm_npu.examples.dlrm",
@@ -95,7 +95,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tables", type=int, default=26, help="sparse features, one table each")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-pipeline", action="store_true", help="plain loop, no train pipeline")
+    p.add_argument(
+        "--pipeline",
+        default="sparse_dist",
+        choices=PIPELINES,
+        help="torchrec train pipeline: TrainPipelineSparseDist, TrainPipelineBase, or none",
+    )
     p.add_argument("--no-cpu-check", action="store_true", help="skip the CPU reference run")
     p.add_argument("--no-trace", action="store_true", help="skip the trace of the first step")
     p.add_argument("--atol", type=float, default=ATOL, help="loss tolerance, absolute")
@@ -123,7 +128,7 @@ def _config(args: argparse.Namespace, model: str, sharding_type: str) -> Any:
         steps=args.steps,
         lr=args.lr,
         seed=args.seed,
-        pipeline=not args.no_pipeline,
+        pipeline=args.pipeline,
     )
 
 

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 __all__ = [
+    "PIPELINES",
     "SHARDING_TYPES",
     "RunConfig",
     "RunResult",
@@ -36,7 +37,8 @@ __all__ = [
     "train",
 ]
 
-# torchrec's ShardingType values the example offers, in the order the issue lists them.
+# torchrec's ShardingType values the example offers: the six the issue names, then grid sharding
+# (column shards split row-wise across a host's ranks), which torchrec offers cuda as well.
 SHARDING_TYPES: tuple[str, ...] = (
     "data_parallel",
     "table_wise",
@@ -44,7 +46,12 @@ SHARDING_TYPES: tuple[str, ...] = (
     "column_wise",
     "table_row_wise",
     "table_column_wise",
+    "grid_shard",
 )
+# torchrec's train pipelines the example can drive ("none": forward, backward, step by hand).
+# TrainPipelineSemiSync is not among them: it calls record_stream on the current stream whatever
+# the device, and the simulated npu has no record_stream (torch_npu has).
+PIPELINES: tuple[str, ...] = ("sparse_dist", "base", "none")
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,7 @@ class RunConfig:
     dcn_low_rank: int = 4
     lr: float = 0.05
     seed: int = 0
-    pipeline: bool = True  # TrainPipelineSparseDist; False: plain forward/backward/step
+    pipeline: str = "sparse_dist"  # one of PIPELINES
 
     def table_names(self) -> list[str]:
         return [f"t_cat_{i}" for i in range(self.num_sparse)]
@@ -309,10 +316,8 @@ def train(
     result = RunResult(device=str(device), rank=rank, world_size=world, plan=plan)
     data = batches(cfg, rank)
     dmp.train()
-    if cfg.pipeline:
-        from torchrec.distributed.train_pipeline import TrainPipelineSparseDist
-
-        pipeline = TrainPipelineSparseDist(dmp, optimizer, device)
+    if cfg.pipeline != "none":
+        pipeline = _pipeline(cfg.pipeline, dmp, optimizer, device)
 
         def run_step() -> Any:
             return pipeline.progress(data)
@@ -342,6 +347,19 @@ def train(
         result.timed_samples = (cfg.steps - 1) * cfg.batch_size * world
     result.foreign_tensors = foreign_tensors(dmp, optimizer, device)
     return result
+
+
+def _pipeline(name: str, dmp: Any, optimizer: Any, device: torch.device) -> Any:
+    """torchrec's train pipeline ``name`` (see :data:`PIPELINES`) around ``dmp``."""
+    from torchrec.distributed.train_pipeline import train_pipelines as tp
+
+    classes = {
+        "sparse_dist": tp.TrainPipelineSparseDist,
+        "base": tp.TrainPipelineBase,
+    }
+    if name not in classes:
+        raise ValueError(f"dlrm example: pipeline must be one of {PIPELINES}, got {name!r}")
+    return classes[name](dmp, optimizer, device)
 
 
 def _synchronize(device: torch.device) -> None:
