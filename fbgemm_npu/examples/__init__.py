@@ -1,0 +1,1 @@
+"""Runnable examples; ``python -m fbgemm_npu.examples.dlrm`` is the main job (see its docstring)."""
