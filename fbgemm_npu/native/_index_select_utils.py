@@ -46,8 +46,6 @@ __all__ = [
 
 INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
 
-_I64 = torch.iinfo(torch.int64)
-
 
 @dataclass
 class _Cond:
@@ -74,9 +72,8 @@ class DataChecks:
 
     def _stacked(self, extra: Sequence[torch.Tensor]) -> torch.Tensor:
         values = [*(v.reshape(()) for v in extra), *(c.value for c in self.items)]
-        # one dtype for the stack: int64 holds every index statistic (float ones never occur)
-        if any(v.dtype != torch.int64 for v in values):
-            values = [v.to(torch.int64) if v.dtype != torch.int64 else v for v in values]
+        # stack promotes mixed int32 / int64 statistics to int64 (one cast launch each); when
+        # all share a dtype no cast is needed
         return torch.stack(values)
 
     def read_with(self, extra: Sequence[torch.Tensor]) -> list[int]:
@@ -100,9 +97,15 @@ class DataChecks:
         if not self.items:
             return
         values = self._stacked([])
-        lo = [_I64.min if c.lo is None else max(_I64.min, c.lo) for c in self.items]
-        hi = [_I64.max if c.hi is None else min(_I64.max, c.hi) for c in self.items]
-        bounds = torch.tensor([lo, hi], dtype=torch.int64).to(values.device)
+        info = torch.iinfo(values.dtype)
+        # a bound outside the dtype's range is no bound, except that an unreachable one must
+        # still fail: clamp it to the range and widen the other side (lo > hi never passes)
+        lo = [info.min if c.lo is None else min(max(info.min, c.lo), info.max) for c in self.items]
+        hi = [info.max if c.hi is None else max(min(info.max, c.hi), info.min) for c in self.items]
+        for i, c in enumerate(self.items):
+            if c.lo is not None and c.lo > info.max or c.hi is not None and c.hi < info.min:
+                lo[i], hi[i] = info.max, info.min  # nothing satisfies it
+        bounds = torch.tensor([lo, hi], dtype=values.dtype).to(values.device)
         ok = (values.clamp(bounds[0], bounds[1]) == values).all()
         what = "; ".join(c.what for c in self.items)
         check_on_device(self.op, ok, f"expected all of: {what}")
@@ -245,10 +248,10 @@ def table_gather_permuted(
     """As :func:`table_gather` with ``n`` rows per table laid out ``[n, sum(cols)]``: row ``i``
     of the output holds ``table_t[indices[t * n + i]]`` for every ``t``, side by side.
 
-    Same row width: ``src[i, t] = indices[t * n + i] + R[t]``, 3 launches (constants copy,
-    ``add`` into a contiguous buffer, none for the transposed view).  Otherwise per (``i``,
+    Same row width: ``src[i, t] = indices[t * n + i] + R[t]``, 2 launches (constants copy,
+    ``add`` into a contiguous buffer; the transposed view is free).  Otherwise per (``i``,
     ``t``): ``d = (O[t] - D[t]) + idx * C[t] - i * sum(C)`` (``D[t]`` the table's first output
-    column), 11 launches (constants copy, ``mul``, ``add_``, ``arange``, ``sub_``, the repeats'
+    column), 10 launches (constants copy, ``mul``, ``add_``, ``arange``, ``sub_``, the repeats'
     ``clone``, ``repeat_interleave`` (2), ``arange``, ``add_``).  The index check adds 3.
     """
     device = indices.device

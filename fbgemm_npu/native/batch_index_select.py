@@ -18,7 +18,7 @@ kernel gathers any; its CUDA kernel takes float32 / float16 only); ``indices`` i
 Upstream CPU refuses an ``inputs`` whose data is not 16-byte aligned (a restriction of its CUDA
 kernel's vector loads): ours does not.  Empty lists with empty tensors give an empty output.
 
-Launches (``FBGEMM_NPU_VALIDATE=0``): same row width 5 (4 permuted); mixed widths 11 (12
+Launches (``FBGEMM_NPU_VALIDATE=0``): same row width 5 (3 permuted); mixed widths 11 (11
 permuted); budget 12.  Syncs: 0.  Backward: 2 (``zeros``, ``index_add_``).  The index check
 (every index inside its table) adds 3 and one ``_assert_async`` round (6).
 """
@@ -109,8 +109,8 @@ def batch_index_select_dim0_npu(
 ) -> torch.Tensor:
     """The selected rows of every table, flat (see the module docstring); ``inputs``' dtype.
 
-    Launches: the index (4, 3 permuted, for one row width; 10, 11 permuted, for mixed widths)
-    and the gather: 5 / 4 / 11 / 12.  Syncs: 0.
+    Launches: the index (4, 2 permuted, for one row width; 10 for mixed widths) and the gather:
+    5 / 3 / 11.  Syncs: 0.
     """
     args = (input_num_indices, input_rows, input_columns, permute_output_dim_0_1)
     inputs, indices = _check_args(inputs, indices, *args)

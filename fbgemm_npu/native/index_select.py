@@ -30,7 +30,7 @@ with a ``ValueError`` naming the argument.  Bad data (an index out of range, off
 decrease, a size above the data, reads past ``values``) is refused by folded device checks (see
 ``_index_select_utils.DataChecks``; ``FBGEMM_NPU_VALIDATE=0`` skips them).
 
-Launches (``FBGEMM_NPU_VALIDATE=0``): ``jagged_index_select`` 10, ``*_2d_forward_v2`` 8,
+Launches (``FBGEMM_NPU_VALIDATE=0``): ``jagged_index_select`` 10, ``*_2d_forward_v2`` 9,
 ``jagged_index_add_2d_forward_v2`` 10; budget 12.  Syncs: 1 when the output size is not given
 (it is data-dependent), else 0.  Backward of ``jagged_index_select``: 2 launches (``zeros``,
 ``index_add_``), the gather index saved by the forward.
@@ -91,7 +91,7 @@ def jagged_index_select_2d_forward_v2_npu(
     Offsets are inclusive ends: segment ``j`` of the input spans
     ``[input_offsets[j-1], input_offsets[j])`` (``input_offsets[-1] := 0``), likewise the output.
     Returns ``(num_dense_output_rows, values.size(1))`` of ``values``' dtype.
-    Launches: 8 (two pads for the starts, a gather and a difference for ``d``, four for ``src``,
+    Launches: 9 (two pads for the starts, a gather and a difference for ``d``, four for ``src``,
     the row gather).  Syncs: 1 if ``num_dense_output_rows`` is None, else 0.
     """
     op = _SEL

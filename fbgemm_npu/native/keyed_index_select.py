@@ -76,7 +76,7 @@ def _keyed_select_index(
     sel = (base.view(-1, 1) + idx.view(1, -1)).view(-1)
     out_lengths = lengths.index_select(0, sel)
     out_incl = torch.cumsum(out_lengths, 0, dtype=lengths.dtype)
-    if validate:
+    if validate and lengths.numel() > 0:
         steps = offsets[1:] - offsets[:-1]
         mismatch = torch.aminmax(steps - lengths)
         what = "arguments 'offsets' and 'lengths' must agree (offsets = [0, cumsum(lengths)])"
