@@ -677,3 +677,22 @@ def test_inference_forward_matches_training_forward() -> None:
     with torch._C._AutoDispatchBelowAutograd():
         below = tbe(idx, off)
     assert torch.equal(below.cpu(), eval_out.cpu())
+
+
+@pytest.mark.parametrize("opt", [O.EXACT_SGD, O.EXACT_ADAGRAD, O.EXACT_ROWWISE_ADAGRAD])
+def test_gradient_clipping_matches_upstream_cpu(opt: O) -> None:
+    # upstream clips grad_output itself (before per-sample weights and de-duplication)
+    compare_training(opt, MIXED, tol=1e-4, gradient_clipping=True, max_gradient=0.05, weighted=True)
+
+
+def test_global_weight_decay_is_refused_clearly() -> None:
+    from fbgemm_gpu.tbe.config.optimizer_config import GlobalWeightDecayDefinition, WeightDecayMode
+
+    tbe = build(
+        O.EXACT_ROWWISE_ADAGRAD, MIXED, "npu", "device", weight_decay=0.1,
+        weight_decay_mode=WeightDecayMode.DECOUPLE_GLOBAL,
+        global_weight_decay=GlobalWeightDecayDefinition(start_iter=0),
+    )  # fmt: skip
+    batch = make_batches(MIXED, 3, 1, seed=1)[0]
+    with pytest.raises(NotImplementedError, match="argument 'aux_bool' asks for global weight"):
+        tbe(batch.indices.to(NPU), batch.offsets.to(NPU))

@@ -120,8 +120,6 @@ def aggregate_class(
     pooling_mode: int,
     indice_weights: torch.Tensor | None,
     vbe: VbeArgs | None,
-    gradient_clipping: bool = False,
-    max_gradient: float = 0.0,
 ) -> RunSlots:
     """Steps 1-4 of the module docstring for one class; see there for the launch count."""
     L = mat.size(1)
@@ -141,8 +139,6 @@ def aggregate_class(
     scale = _index_scale(state, offsets, pooling_mode, indice_weights)
     psw = None if scale is None else scale.to(torch.float32).index_select(0, perm)
     agg = torch._embedding_bag(g2d, index_sorted[2], run_start, False, 0, False, psw, True, -1)[0]
-    if gradient_clipping:
-        agg = agg.clamp_(min=-max_gradient, max=max_gradient)
     index = torch.zeros_like(mat).index_copy_(1, seg, index_sorted)
     return RunSlots(agg=agg, index=index)
 

@@ -168,6 +168,12 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
         parts = [ot[0], ot[3], ot[4]] if host_form else [ot[1], ot[2], ot[3], ot[4]]
         states.append(_placed(op, "row_counter", parts))
         state_rowwise.append(True)
+    if len(aux_b) > 3 and aux_b[3]:
+        raise NotImplementedError(
+            f"{op}: argument 'aux_bool' asks for global weight decay "
+            "(WeightDecayMode.DECOUPLE_GLOBAL past its start_iter), a CUDA-only mode upstream that "
+            "fbgemm_npu does not implement yet; use WeightDecayMode.DECOUPLE"
+        )
     lr_t = a.get("learning_rate_tensor")
     lr: float | torch.Tensor = 0.0
     if lr_t is not None:
@@ -273,6 +279,9 @@ def run_backward(
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """De-duplicate, apply the optimizer in place; returns (indice_weights grad, weights grad)."""
     with torch.no_grad():
+        if call.gradient_clipping:
+            # upstream clips the output gradient itself, before any per-index scaling
+            grad_output = grad_output.clamp(min=-call.max_gradient, max=call.max_gradient)
         iw_grad = None
         if need_indice_weights_grad and call.indice_weights is not None:
             iw_grad = _indice_weights_grad(call, plan, state, grad_output)
@@ -295,7 +304,7 @@ def _step_class(
     spec = OPTIMIZERS[call.optimizer]
     slots = aggregate_class(
         plan, cls, mat, grad_output, state, call.offsets, call.pooling_mode,
-        call.indice_weights, call.vbe, call.gradient_clipping, call.max_gradient,
+        call.indice_weights, call.vbe,
     )  # fmt: skip
     w_view = class_view(call.weights, cls.D, cls.w_residue)
     w_rows = slots.index[0]
@@ -332,7 +341,7 @@ def _none_grad(
     cls, mat = plan.classes[0], state.mats[0]
     slots = aggregate_class(
         plan, cls, mat, grad_output, state, call.offsets, call.pooling_mode, call.indice_weights,
-        call.vbe, call.gradient_clipping, call.max_gradient,
+        call.vbe,
     )  # fmt: skip
     n = call.total_unique_indices
     rows = slots.index[0][:n]
