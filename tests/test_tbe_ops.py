@@ -143,7 +143,10 @@ def compare_training(
     cpu = build(opt, specs, "cpu", **kwargs)
     npu = build(opt, specs, "npu", style, **kwargs)
     same_weights(cpu, npu)
-    for i, batch in enumerate(make_batches(specs, B, steps, seed=7, weighted=weighted, vbe=vbe)):
+    ftm = kwargs.get("feature_table_map")
+    feature_specs = specs if ftm is None else [specs[t] for t in ftm]  # type: ignore[union-attr]
+    batches = make_batches(feature_specs, B, steps, seed=7, weighted=weighted, vbe=vbe)
+    for i, batch in enumerate(batches):
         o_cpu, _ = run(cpu, batch, "cpu", idx_dtype, grad_seed=i)
         o_npu, _ = run(npu, batch, "npu", idx_dtype, grad_seed=i)
         assert o_npu.device.type == "npu"
@@ -696,3 +699,10 @@ def test_global_weight_decay_is_refused_clearly() -> None:
     batch = make_batches(MIXED, 3, 1, seed=1)[0]
     with pytest.raises(NotImplementedError, match="argument 'aux_bool' asks for global weight"):
         tbe(batch.indices.to(NPU), batch.offsets.to(NPU))
+
+
+@pytest.mark.parametrize("opt", [O.EXACT_SGD, O.EXACT_ROWWISE_ADAGRAD])
+def test_shared_tables_match_upstream_cpu(opt: O) -> None:
+    # two features read table 0: their rows are de-duplicated together (upstream CPU needs the
+    # features of a shared table to be adjacent)
+    compare_training(opt, MIXED, tol=1e-4, feature_table_map=[0, 0, 1, 2])
