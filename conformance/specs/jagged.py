@@ -16,9 +16,9 @@ read or write out of bounds cannot run here (``tests/test_jagged.py`` covers the
 padding values whose integer conversion is undefined behaviour in C++.
 
 Budgets: what the kernels achieve, stated per call by the ``*_budget`` functions (OPS.md asks 8
-per jagged dim for to-dense, 8 for dense_to_jagged): to-dense 10 for one jagged dim (9 more per
-further dim, +1 ``cat`` of the checks from two dims on), to-jagged 11 (same increments), +1 copy
-for a non-contiguous dense input; the data check is 4-5 of these (see ``native/jagged.py``).
+per jagged dim for to-dense, 8 for dense_to_jagged): 11 for one jagged dim (6 without the data
+check), 9 more per further dim (7 without), +1 ``cat`` of the checks from two dims on; +1 copy for
+a non-contiguous dense input; stacked 15 (10).  See ``native/jagged.py``.
 """
 
 from __future__ import annotations
@@ -54,10 +54,11 @@ def real(t: Any) -> Any:
 
 
 def _check_launches(k: int, write: bool) -> int:
-    """Launches of the data check of one call with ``k`` jagged dims (see ``_jagged_utils``)."""
+    """Launches of the data check of one call with ``k`` jagged dims (see ``_jagged_utils``):
+    2 per further dim, 2 on the final rows, a ``cat`` from two dims on, any / not / assert."""
     if not validation_enabled():
         return 0
-    return 2 * (k - 1) + (2 if write else 1) + (k > 1) + 3
+    return 2 * (k - 1) + 2 + (k > 1) + 3
 
 
 def dense_launches(k: int, write: bool) -> int:
@@ -264,7 +265,7 @@ def stacked_inputs(draw: st.DrawFn, ndim: int, dtypes: Sequence[torch.dtype] = D
 
 def stacked_budget(values: Any, lengths: Any, offset_per_key: list[int],
                    max_lengths_per_key: list[int], padding_value: int = 0) -> Budget:  # fmt: skip
-    return Budget(14 if validation_enabled() else 10, 0)
+    return Budget(15 if validation_enabled() else 10, 0)
 
 
 STACKED_EXAMPLES = (

@@ -20,7 +20,7 @@ layouts, y broadcast over the batch or inner dim (``add``), mixed dtypes (promot
 ``x_values`` has exactly ``offsets[-1][-1]`` rows for the jagged-output ops: upstream CPU raises
 otherwise, CUDA and ours leave rows after the last offset uncovered (``tests/test_jagged.py``).
 
-Budgets (OPS.md: 10): ``add`` 11, ``mul`` / ``add_jagged_output`` 12, ``dense_dense`` 14 (24 with
+Budgets (OPS.md: 10): ``add`` 12, ``mul`` / ``add_jagged_output`` 12, ``dense_dense`` 14 (24 with
 mixed y dtypes), ``batched_dense_vec_jagged_2d_mul`` 12 for one jagged dim; 9 more per further dim
 (and 1 ``cat``); the data check is 4-5 of these (see ``native/jagged_elementwise.py``).
 """

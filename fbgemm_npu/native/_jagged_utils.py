@@ -212,7 +212,8 @@ def dense_index(
 
 
 def write_bad(rows: torch.Tensor, pad: torch.Tensor, total: int) -> torch.Tensor:
-    """Nonzero where a non-padding position would write outside ``[0, total)``; 2 launches.
+    """Nonzero where a non-padding position would read or write outside ``[0, total)``; 2
+    launches.
 
     ``rows`` holds ``total`` (the spare row) at padding positions, so those are masked out.
     """

@@ -12,14 +12,15 @@ CUDA alike); offsets: int32 or int64, one dtype for all jagged dims; 1 to 5 jagg
 may be 1-D (no inner dim) or ``[N, ..., D]`` with size-1 middle dims, as upstream allows.
 
 How: ``dense_index`` gives every dense position its value row (``k`` levels of arange / add /
-compare / pair gather); to_dense is then one ``index_select`` and one in-place ``masked_fill_``
-with the padding value, to_jagged one ``index_put_`` into a zeroed output with a spare row that
-absorbs the padding positions.
+compare / pair gather), padding positions point at a spare row; to_dense is then one
+``index_select`` from ``values`` padded with one row of the padding value (``constant_pad_nd``),
+to_jagged one ``index_put_`` into a zeroed output whose spare row absorbs the padding positions.
 
-Launches per call (k = 1; each further jagged dim adds 9): to_dense 10 = 6 + 4 for the data check
-(``floor_divide``, ``any``, ``logical_not``, ``_assert_async``); to_jagged and the backward 11 =
-6 + 5.  ``FBGEMM_NPU_VALIDATE=0`` drops the data check (6 / 6).  OPS.md's budget is 8: the data
-check is the difference; a fused kernel would do all of it in 1-2 launches.  Syncs: 0, except
+Launches per call (k = 1; each further jagged dim adds 7, and 2 more for its data check): 6
+(arange, add, ge, masked_fill_, constant_pad_nd / zero_, index_select / index_put_), within
+OPS.md's 8; the data check adds 5 (``floor_divide``, ``masked_fill_``, ``any``, ``logical_not``,
+``_assert_async``; ``FBGEMM_NPU_VALIDATE=0`` drops it): 11.  A fused kernel would do the op and
+its checks in 1-2 launches.  Syncs: 0, except
 ``dense_to_jagged`` without ``total_L`` (1: the output length is the data's ``offsets[-1].max()``,
 as upstream reads it too).
 
@@ -40,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
+import torch.nn.functional as F
 
 from fbgemm_npu.native._checks import check_ndim, validation_enabled
 from fbgemm_npu.native._jagged_utils import (
@@ -74,8 +76,14 @@ _J2D2 = "fbgemm::jagged_2d_to_dense"
 _D2J = "fbgemm::dense_to_jagged"
 _D2J_FWD = "fbgemm::dense_to_jagged_forward"
 
-READ_CHECK = "offsets point outside 'values' (a non-padding position would read row r of N)"
-WRITE_CHECK = "offsets point outside the output (a position would write row r of total_L)"
+READ_CHECK = (
+    "offsets point outside the values: a non-padding position would read a row < 0 or past the "
+    "last one, or offsets[d + 1].numel() != offsets[d][-1] + 1"
+)
+WRITE_CHECK = (
+    "offsets point outside the output: a position would write a row < 0 or >= the output's "
+    "rows, or offsets[d + 1].numel() != offsets[d][-1] + 1"
+)
 
 
 def to_dense(
@@ -109,17 +117,21 @@ def to_dense(
             f"[N, ..., D] with size-1 middle dims (upstream folds them into D)"
         )
     bad: list[torch.Tensor] | None = [] if validation_enabled() else None
-    index = dense_index(offsets, lengths, 0, bad)
+    index = dense_index(offsets, lengths, n, bad)
     if index is None:
         assert_no_bad(op, bad, f"argument '{offsets_arg}': {READ_CHECK}")
         return values.new_full(out_shape, pad_value)
     rows, pad = index
     if bad is not None:
-        bad.append(rows // n)
+        bad.append(write_bad(rows, pad, n))
     assert_no_bad(op, bad, f"argument '{offsets_arg}': {READ_CHECK}")
-    out = values.reshape(n, inner).index_select(0, rows.reshape(-1))
-    out = out.view(*rows.shape, inner).masked_fill_(pad.unsqueeze(-1), pad_value)
-    return out.view(out_shape)
+    # Row n of the padded copy is the padding value: padding positions gather it, so no fill
+    # pass over the (much larger) output is needed.
+    if inner == 1:  # a 1-D gather: far faster than gathering [N, 1] rows of one element
+        table = F.pad(values.reshape(n), (0, 1), value=pad_value)
+    else:
+        table = F.pad(values.reshape(n, inner), (0, 0, 0, 1), value=pad_value)
+    return table.index_select(0, rows.reshape(-1)).view(out_shape)
 
 
 def to_jagged(
@@ -148,9 +160,21 @@ def to_jagged(
     if bad is not None:
         bad.append(write_bad(rows, pad, total))
     assert_no_bad(op, bad, what)
-    out = dense.new_zeros((total + 1, d))  # row `total` absorbs the padding positions
-    out.index_put_((rows.reshape(-1),), dense.reshape(-1, d), accumulate=False)
-    return out[:total]
+    return scatter_rows(dense.reshape(-1, d), rows.reshape(-1), total)
+
+
+def scatter_rows(src: torch.Tensor, rows: torch.Tensor, total: int) -> torch.Tensor:
+    """``out[rows[i]] = src[i]`` into ``total + 1`` zero rows (the last absorbs padding), returned
+    as the first ``total``.  2 launches (``zero_``, ``index_copy_`` / ``index_put_``)."""
+    d = src.size(1)
+    if d == 1:  # 1-D scatters are far faster than scatters of one-element rows
+        out = src.new_zeros(total + 1)
+        out.index_put_((rows,), src.view(-1))
+        return out[:total].view(total, 1)
+    out = src.new_zeros((total + 1, d))
+    if rows.dtype == torch.int64:  # index_copy_ takes int64 only; it is the faster one on CPU
+        return out.index_copy_(0, rows, src)[:total]
+    return out.index_put_((rows,), src)[:total]
 
 
 def jagged_to_padded_dense_forward_npu(
@@ -159,7 +183,7 @@ def jagged_to_padded_dense_forward_npu(
     max_lengths: Sequence[int],
     padding_value: float = 0.0,
 ) -> torch.Tensor:
-    """``fbgemm::jagged_to_padded_dense_forward``: see the module docstring (10 launches, k=1)."""
+    """``fbgemm::jagged_to_padded_dense_forward``: see the module docstring (11 launches, k=1)."""
     return to_dense(_J2D_FWD, values, offsets, max_lengths, padding_value)
 
 

@@ -19,9 +19,9 @@ offset uncovered.  Offsets that would touch rows outside ``[0, T)`` raise.
 Dtypes: float32, float16, bfloat16, int32, int64 (upstream's), mixed dtypes promoted as torch
 does; ``jagged_dense_elementwise_mul_backward`` also float64 (upstream CPU) and bfloat16 (CUDA).
 
-Launches (k = 1; 9 more per extra jagged dim): add 11, mul / add_jagged_output 12,
-dense_dense_add 14; data check included (4-5 of them; ``FBGEMM_NPU_VALIDATE=0`` drops it).  OPS.md's
-budget is 10.  Syncs: 0.
+Launches (k = 1; 9 more per extra jagged dim): add, mul, add_jagged_output 12, dense_dense_add 14,
+with the data check (5 of them; ``FBGEMM_NPU_VALIDATE=0`` drops it: 7, 7, 7, 9); OPS.md's budget is
+10.  Syncs: 0.
 
 Autograd (upstream registers it for all but ``add``, whose CPU kernel still records gradients
 through its inner to_dense; CUDA's too): d/dx of add is to_jagged(grad), d/dy is grad; mul uses
@@ -41,7 +41,7 @@ from fbgemm_npu.native._jagged_utils import (
     dense_index,
     write_bad,
 )
-from fbgemm_npu.native.jagged import WRITE_CHECK, needs_grad, to_dense, to_jagged
+from fbgemm_npu.native.jagged import WRITE_CHECK, needs_grad, scatter_rows, to_dense, to_jagged
 
 __all__ = [
     "KERNELS",
@@ -97,7 +97,7 @@ def _jagged_args(
 def jagged_dense_elementwise_add_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
 ) -> torch.Tensor:
-    """``to_dense(x, y.shape[1:-1], 0) + y`` (dense output).  11 launches (k = 1)."""
+    """``to_dense(x, y.shape[1:-1], 0) + y`` (dense output).  12 launches (k = 1)."""
     x = check_values(_ADD, "x_values", x_values)
     y = check_values(_ADD, "y", check_tensor(_ADD, "y", y))
     if y.device != x.device:
@@ -138,8 +138,8 @@ def jagged_dense_elementwise_mul_backward_npu(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(grad * to_jagged(y), to_dense(grad * x_values, padding 0))``, sharing one index.
 
-    Rows no position covers get ``grad * 0`` (upstream writes a plain 0: the two differ only for
-    a non-finite gradient there).  16 launches (k = 1).
+    Rows no position covers get ``grad * 0`` (upstream CPU writes a plain 0, CUDA ``grad * 0``:
+    they differ only for a non-finite gradient there).  15 launches (k = 1).
     """
     op = _MUL_BWD
     grad = check_dtype(
@@ -171,13 +171,11 @@ def jagged_dense_elementwise_mul_backward_npu(
         bad.append(write_bad(rows, pad, total))
     assert_no_bad(op, bad, f"argument 'x_offsets': {WRITE_CHECK}")
     flat_rows = rows.reshape(-1)
-    jy = grad.new_zeros((total + 1, d))  # row `total` absorbs padding positions
-    jy.index_put_((flat_rows,), y.reshape(-1, d))
-    grad_x = grad * jy[:total]
-    prod = grad.new_empty((total + 1, d))  # row `total` is read by padding positions, then masked
+    grad_x = grad * scatter_rows(y.reshape(-1, d), flat_rows, total)
+    prod = grad.new_empty((total + 1, d))  # row `total`, read by padding positions, is 0
     torch.mul(grad, x, out=prod[:total])
-    grad_y = prod.index_select(0, flat_rows).view(*rows.shape, d)
-    return grad_x, grad_y.masked_fill_(pad.unsqueeze(-1), 0).view(y.shape)
+    prod[total].zero_()
+    return grad_x, prod.index_select(0, flat_rows).view(y.shape)
 
 
 def jagged_dense_elementwise_add_jagged_output_npu(

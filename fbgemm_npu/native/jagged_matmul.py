@@ -18,7 +18,7 @@ and a_values); offsets int32 or int64.
 How: ``dense_index`` (k = 1, padding rows point at row 0), one ``index_select`` of the ``[B, L]``
 rows of ``a``, a broadcast ``mul`` with ``v``, a ``masked_fill_`` of the padding products (so a
 non-finite ``v`` past a row's end cannot leak in, as upstream never reads it) and a ``sum`` over
-``L``.  Launches: forward 12 (8 without the data check; OPS.md budgets 10), backward 16.  Syncs: 0.
+``L``.  Launches: forward 12 (8 without the data check; OPS.md budgets 10), backward 17.  Syncs: 0.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def batched_dense_vec_jagged_2d_mul_forward_npu(
 def batched_dense_vec_jagged_2d_mul_backward_npu(
     grad_output: torch.Tensor, v: torch.Tensor, a_values: torch.Tensor, a_offsets: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(v_grad [B*H, L], a_values_grad [N, a_values.size(1)])``.  16 launches, 0 syncs."""
+    """``(v_grad [B*H, L], a_values_grad [N, a_values.size(1)])``.  17 launches, 0 syncs."""
     v, a, o, b, h, _ = _check(_BWD, v, a_values, a_offsets)
     grad = check_ndim(_BWD, "grad_output", check_tensor(_BWD, "grad_output", grad_output), (2,))
     check_same_dtype(_BWD, grad_output=grad, v=v)
@@ -130,10 +130,11 @@ def batched_dense_vec_jagged_2d_mul_backward_npu(
     gr = grad.view(b, 1, h, d)
     v_grad = (g * gr).masked_fill_(mask, 0).sum(-1)  # [B, L, H]
     v_grad = v_grad.permute(0, 2, 1).reshape(b * h, length)
-    outer = v.reshape(b, h, length).transpose(1, 2).unsqueeze(-1) * gr  # [B, L, H, D]
+    outer = v.new_empty((b, length, h, d))  # written in place: contiguous, no copy to flatten
+    torch.mul(v.reshape(b, h, length).transpose(1, 2).unsqueeze(-1), gr, out=outer)
     outer.masked_fill_(mask, 0)  # padding positions add 0 to row 0
     a_grad = torch.zeros_like(a)
-    a_grad[:, : h * d].index_put_((rows,), outer.reshape(b * length, h * d), accumulate=True)
+    a_grad[:, : h * d].index_put_((rows,), outer.view(b * length, h * d), accumulate=True)
     return v_grad, a_grad
 
 

@@ -15,11 +15,12 @@ does; shorter ones raise (upstream reads past the end of the vector).
 
 How, for all keys at once: one ``[T, B, max(L_t)]`` grid.  The per-key slice starts and limits
 (host data: the int lists) travel in one small host-to-device copy; ``cat`` + ``cumsum`` give every
-row's start, ``minimum`` clips the lengths, and the arange / add / compare / gather / fill of
-``jagged.to_dense`` build the grid.  Key ``t``'s output is the view ``grid[t, :, :L_t]``
+row's start, ``minimum`` clips the lengths, and the arange / add / compare / fill / padded
+gather of ``jagged.to_dense`` build the grid.  Key ``t``'s output is the view ``grid[t, :, :L_t]``
 (contiguous when every key has the same max length; a strided view otherwise: upstream's are
-contiguous, the values are the same).  Launches: 14 with the data check (10 without), whatever
-T and B; OPS.md budgets 8.  Syncs: 0.
+contiguous, the values are the same).  Launches: 10 (the copy, cat, cumsum, minimum, arange, add,
+ge, masked_fill_, constant_pad_nd, index_select) whatever T and B, 15 with the data check; OPS.md
+budgets 8: the per-key slice starts and limits cost the copy, the cat and the minimum.  Syncs: 0.
 
 Values: float32, float16, bfloat16, int32, int64 (1-D for ``_1d``, 2-D for ``_2d``); lengths
 int32 or int64.  Autograd: CUDA registers it for ``stacked_jagged_2d_to_dense`` (its
@@ -31,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 
 from fbgemm_npu.native._checks import check_dtype, check_ndim, check_tensor, validation_enabled
 from fbgemm_npu.native._jagged_utils import (
@@ -38,6 +40,7 @@ from fbgemm_npu.native._jagged_utils import (
     assert_no_bad,
     check_values,
     padding_scalar,
+    write_bad,
 )
 from fbgemm_npu.native.jagged import READ_CHECK, needs_grad
 
@@ -120,9 +123,10 @@ def _grid(
     ar = torch.arange(max(maxl), dtype=lengths.dtype, device=lengths.device)
     idx = starts.unsqueeze(-1) + ar
     pad = ar >= clipped.unsqueeze(-1)
-    rows = idx.masked_fill_(pad, 0)
+    rows = idx.masked_fill_(pad, n)  # padding positions read the spare row n
     if validation_enabled():
-        assert_no_bad(op, [rows // n], f"arguments 'lengths' / 'offset_per_key': {READ_CHECK}")
+        bad = [write_bad(rows, pad, n)]
+        assert_no_bad(op, bad, f"arguments 'lengths' / 'offset_per_key': {READ_CHECK}")
     return rows, pad
 
 
@@ -147,11 +151,12 @@ def _stacked(
     if grid is None:
         out = v.new_full((t, b, lmax, *inner), pad_value)
     else:
-        rows, pad = grid
-        width = 1 if ndim == 1 else v.size(1)
-        out = v.reshape(v.size(0), width).index_select(0, rows.reshape(-1))
-        out = out.view(t, b, lmax, width).masked_fill_(pad.unsqueeze(-1), pad_value)
-        out = out.view(t, b, lmax, *inner)
+        rows, _ = grid
+        if ndim == 1 or v.size(1) == 1:  # 1-D gathers are far faster than [N, 1] row gathers
+            table = F.pad(v.reshape(v.size(0)), (0, 1), value=pad_value)
+        else:
+            table = F.pad(v, (0, 0, 0, 1), value=pad_value)
+        out = table.index_select(0, rows.reshape(-1)).view(t, b, lmax, *inner)
     return [out[k, :, : maxl[k]] for k in range(t)], grid, maxl  # views: no launch per key
 
 
@@ -182,7 +187,7 @@ class _Stacked2D(torch.autograd.Function):
 
     Backward launches (independent of T): ``cat`` of the key gradients, one host-to-device copy
     of their grid positions and a gather (both skipped when all keys share one max length),
-    ``masked_fill``, ``zeros``, ``index_put_``.
+    ``zeros``, ``index_put_``.
     """
 
     @staticmethod
@@ -199,14 +204,14 @@ class _Stacked2D(torch.autograd.Function):
         ref = next(g for g in grads if g is not None)
         if ctx.grid is None:
             return (ref.new_zeros((n, d)), None, None, None, None)
-        rows, pad = ctx.grid
+        rows, _ = ctx.grid
         t, b, lmax = rows.shape
         blocks = [
             (g if g is not None else ref.new_zeros((b, m, d))).reshape(-1)
             for g, m in zip(grads, ctx.maxl, strict=True)
         ]
         flat = torch.cat(blocks).view(-1, d)
-        tgt = rows.masked_fill(pad, n).reshape(-1)  # padding positions go to the spare row n
+        tgt = rows.reshape(-1)  # padding positions hold the spare row n
         if any(m != lmax for m in ctx.maxl):
             pos = torch.cat(  # host-side: grid position of each gradient row, per key block
                 [
