@@ -94,6 +94,45 @@ def test_streams_entries_follow_torch_npu() -> None:
     assert streams and all(adapt._applies(s) == has_torch_npu for s in streams)
 
 
+def test_stream_entries_apply_where_the_device_has_streams(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With torch_npu (real streams) the pipelines' stream paths open to npu; revert closes them."""
+    from torchrec.distributed.train_pipeline.train_pipelines import TrainPipelineSparseDist
+
+    init = adapt._function_of(TrainPipelineSparseDist.__dict__["__init__"])
+    npu_in_init = (frozenset({"cuda", "mtia", "npu"}),)
+    try:
+        adapt.revert()
+        monkeypatch.setattr(adapt, "streams_enabled", lambda: True)
+        adapt.apply()
+        assert adapt.is_applied()
+        assert adapt.extend_literals(init.__code__, npu_in_init)[1] == 1
+    finally:
+        adapt.revert()
+        monkeypatch.undo()
+        adapt.apply()
+    assert adapt.is_applied()
+    assert adapt.extend_literals(init.__code__, npu_in_init)[1] == int(adapt.streams_enabled())
+
+
+def test_thread_wrappers_make_the_npu_device_current() -> None:
+    from types import SimpleNamespace
+
+    from fbgemm_npu.integrations import torchrec_kernels
+
+    seen: list[int] = []
+    init = torchrec_kernels.thread_device_init(lambda d: seen.append(torch.npu.current_device()))
+    run = torchrec_kernels.thread_device_run(lambda s: seen.append(torch.npu.current_device()))
+    try:
+        init(torch.device("npu", 1))
+        torch.npu.set_device(0)
+        run(SimpleNamespace(_device=torch.device("npu", 1)))
+        torch.npu.set_device(0)
+        init(torch.device("cpu"))
+    finally:
+        torch.npu.set_device(0)
+    assert seen == [1, 1, 0]
+
+
 def test_extend_literals_counts_and_keeps_other_constants() -> None:
     def f(d: str) -> tuple[bool, bool, bool]:
         return d in {"cuda", "mtia"}, d in ("cuda", "mtia"), d in {"cuda"}

@@ -16,7 +16,14 @@ import torch
 
 from fbgemm_npu.integrations.torchrec_planner import DEVICE, npu_available
 
-__all__ = ["default_device_shard", "dense_init", "fused_init", "wait_impl"]
+__all__ = [
+    "default_device_shard",
+    "dense_init",
+    "fused_init",
+    "thread_device_init",
+    "thread_device_run",
+    "wait_impl",
+]
 
 
 def _is_npu(device: Any) -> bool:
@@ -168,3 +175,28 @@ def wait_impl(orig: Callable[..., Any]) -> Callable[..., Any]:
         return ret
 
     return _wait_impl
+
+
+def thread_device_run(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """torchrec's data-loading thread makes its npu device current, as it does for cuda."""
+
+    @functools.wraps(orig)
+    def run(self: Any) -> Any:
+        device = getattr(self, "_device", None)
+        if _is_npu(device) and device.index is not None:
+            torch.npu.set_device(device)
+        return orig(self)
+
+    return run
+
+
+def thread_device_init(orig: Callable[[torch.device], None]) -> Callable[[torch.device], None]:
+    """The in-place batch-copy worker makes its npu device current, as it does for cuda."""
+
+    @functools.wraps(orig)
+    def init(device: torch.device) -> None:
+        if _is_npu(device) and device.index is not None:
+            torch.npu.set_device(device)
+        orig(device)
+
+    return init
