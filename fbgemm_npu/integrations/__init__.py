@@ -30,6 +30,19 @@ def apply_torchrec() -> None:
     _torchrec.apply()
 
 
+def _apply_or_warn() -> None:
+    """:func:`apply_torchrec`, turning a failure into a warning: a torchrec this version cannot
+    adapt (see ``torchrec_symbols.py``) must still import and work on cpu/cuda."""
+    try:
+        apply_torchrec()
+    except Exception as exc:  # noqa: BLE001 - reported, never raised into someone's import
+        warnings.warn(
+            f"fbgemm_npu: torchrec is imported but could not be adapted to npu: {exc}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
 class _ApplyAfterLoad(importlib.abc.Loader):
     """Runs torchrec's own loader, then applies the adaptations."""
 
@@ -41,14 +54,7 @@ class _ApplyAfterLoad(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self._inner.exec_module(module)
-        try:
-            apply_torchrec()
-        except Exception as exc:  # noqa: BLE001 - a torchrec we cannot adapt must still import
-            warnings.warn(
-                f"fbgemm_npu: torchrec was imported but could not be adapted to npu: {exc}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        _apply_or_warn()
 
     def __getattr__(self, name: str) -> object:  # resource readers, get_source, ...
         return getattr(self._inner, name)
@@ -85,7 +91,7 @@ def install() -> None:
     """Apply the torchrec adaptations now if torchrec is imported, else when it is; idempotent."""
     with _lock:
         if _TARGET in sys.modules:
-            apply_torchrec()
+            _apply_or_warn()
         elif not is_installed():
             sys.meta_path.insert(0, TorchrecHook())
 

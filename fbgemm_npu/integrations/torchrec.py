@@ -17,9 +17,11 @@ once, when it already is; see :mod:`fbgemm_npu.integrations`).  Afterwards torch
 * comm ops and train pipelines run on npu; streams where the device has them (torch_npu), the
   stream-less path on the simulated device.
 
-Every adaptation is inert for cpu, cuda, mtia and tpu.  :func:`apply` is idempotent and checks the
-installed torchrec version (a warning here; ``tests/test_torchrec_integration.py`` fails);
-:func:`revert` restores torchrec's code.
+Every adaptation is inert where no npu device is involved: given cpu, cuda, mtia or tpu, each
+adapted function answers as torchrec does (on a host with an npu and no cuda,
+``get_device_type()`` and ``shard(device=None)`` pick the npu, which is the point).
+:func:`apply` is idempotent and checks the installed torchrec version (a warning here;
+``tests/test_torchrec_integration.py`` fails); :func:`revert` restores torchrec's code.
 """
 
 from __future__ import annotations
