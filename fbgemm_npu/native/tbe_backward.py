@@ -5,7 +5,8 @@ is ``g_i = s_i * grad_output[b, D_offsets[t] : D_offsets[t] + D_t]`` with ``s_i`
 weight (1 unweighted), divided by the bag length for MEAN; pooling NONE takes row ``i`` of
 ``grad_output``.  Rows hit several times in a batch receive the sum of their ``g_i`` (upstream's
 "exact" optimizers de-duplicate the same way), and the optimizer then updates each touched row
-once.  Indices past ``offsets[-1]`` get no gradient.
+once.  Indices past ``offsets[-1]`` get no gradient.  With ``gradient_clipping`` the caller
+first clamps ``grad_output`` to ``[-max_gradient, max_gradient]``, as upstream does.
 
 Program per table class (:mod:`fbgemm_npu.native._tbe_utils`), without a host sync and without a
 buffer the size of a table -- every intermediate is ``O(L x D)`` for ``L`` indices:
