@@ -170,13 +170,10 @@ def _quiet(verbose: bool) -> None:
 
 
 def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list[RankReport]:
-    """One rank: the npu run (traced first step) and the CPU run, for each sharding type."""
+    """One rank: for each (model, sharding type), the npu run and the CPU run."""
     import torch
     import torch.distributed as dist
     import torchrec.distributed  # noqa: F401 - seconds of imports, before any progress bar starts
-
-    from fbgemm_npu.examples import dlrm_train
-    from fbgemm_npu.examples.trace import trace
 
     _quiet(args.verbose)
     device = torch.device("npu", rank)
@@ -184,7 +181,6 @@ def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list
     # every rank runs on this host, as torchrun would say (restored below: 1 process is in-process)
     local_world_before = os.environ.get("LOCAL_WORLD_SIZE")
     os.environ["LOCAL_WORLD_SIZE"] = str(world)
-    reports = []
     try:
         dist.init_process_group(
             backend="cpu:gloo,npu:hccl",
@@ -193,44 +189,7 @@ def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list
             world_size=world,
             timeout=datetime.timedelta(seconds=args.timeout),
         )
-        for model, sharding_type in _runs(args):
-            cfg = _config(args, model, sharding_type)
-            rep = RankReport(sharding_type=sharding_type, rank=rank, model=model)
-            traced: list[Any] = []
-
-            def hook(step: int, run: Any, traced: list[Any] = traced) -> Any:
-                if step != 0 or args.no_trace:
-                    return run()
-                traced.append(trace(run, device.type))
-                return traced[-1].result
-
-            npu_plan = None  # the CPU run uses the npu planner's plan: the same sharding
-            for dev in (device, torch.device("cpu")):
-                if dev.type == "cpu" and args.no_cpu_check:
-                    continue
-                bar = _progress(rank == 0, cfg.steps, f"{model} {sharding_type} on {dev.type}")
-
-                def progress(step: int, loss: float, bar: Any = bar) -> None:
-                    bar.update()
-                    bar.set_postfix_str(f"loss {loss:.5f}")
-
-                result = dlrm_train.train(
-                    cfg,
-                    dev,
-                    plan=npu_plan,
-                    progress=progress,
-                    step_hook=hook if dev.type != "cpu" else None,
-                )
-                bar.close()
-                if dev.type != "cpu":
-                    rep.npu_losses, rep.npu_samples_per_s = result.losses, result.samples_per_s
-                    npu_plan, rep.plan = result.plan, str(result.plan)
-                else:
-                    rep.cpu_losses, rep.cpu_samples_per_s = result.losses, result.samples_per_s
-                rep.foreign += [f"{dev.type} run: {f}" for f in result.foreign_tensors]
-            if traced:
-                rep.trace_ok, rep.trace_summary = traced[0].ok, traced[0].summary()
-            reports.append(rep)
+        return [_run_one(args, model, st, device) for model, st in _runs(args)]
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -238,7 +197,51 @@ def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list
             os.environ.pop("LOCAL_WORLD_SIZE", None)
         else:
             os.environ["LOCAL_WORLD_SIZE"] = local_world_before
-    return reports
+
+
+def _run_one(args: argparse.Namespace, model: str, sharding_type: str, device: Any) -> RankReport:
+    """Train on ``device`` (tracing step 0), then on the CPU with the npu run's plan."""
+    import torch
+    import torch.distributed as dist
+
+    from fbgemm_npu.examples import dlrm_train
+    from fbgemm_npu.examples.trace import trace
+
+    rank = dist.get_rank()
+    cfg = _config(args, model, sharding_type)
+    rep = RankReport(sharding_type=sharding_type, rank=rank, model=model)
+    traced: list[Any] = []
+
+    def hook(step: int, run: Any) -> Any:
+        if step != 0 or args.no_trace:
+            return run()
+        traced.append(trace(run, device.type))
+        return traced[-1].result
+
+    npu_plan = None  # the CPU run uses the npu planner's plan: the same sharding
+    for dev in (device, torch.device("cpu")):
+        if dev.type == "cpu" and args.no_cpu_check:
+            continue
+        bar = _progress(rank == 0, cfg.steps, f"{model} {sharding_type} on {dev.type}")
+
+        def progress(step: int, loss: float, bar: Any = bar) -> None:
+            bar.update()
+            bar.set_postfix_str(f"loss {loss:.5f}")
+
+        on_npu = dev.type != "cpu"
+        result = dlrm_train.train(
+            cfg, dev, plan=npu_plan, progress=progress, step_hook=hook if on_npu else None
+        )
+        bar.close()
+        if on_npu:
+            rep.npu_losses, rep.npu_samples_per_s = result.losses, result.samples_per_s
+            npu_plan, rep.plan = result.plan, str(result.plan)
+        else:
+            rep.cpu_losses, rep.cpu_samples_per_s = result.losses, result.samples_per_s
+        rep.foreign += [f"{dev.type} run: {f}" for f in result.foreign_tensors]
+    if traced:
+        rep.trace_ok, rep.trace_summary = traced[0].ok, traced[0].summary()
+    return rep
 
 
 def _free_port() -> int:
