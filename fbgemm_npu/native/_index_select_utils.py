@@ -37,6 +37,7 @@ __all__ = [
     "TableGather",
     "check_index_tensor",
     "check_non_negative",
+    "contiguous",
     "index_range",
     "rows_gather_index",
     "same_dtype_or_raise",
@@ -142,6 +143,12 @@ def same_dtype_or_raise(op: str, expected_arg: str, **tensors: torch.Tensor) -> 
             )
 
 
+def contiguous(boundaries: torch.Tensor) -> torch.Tensor:
+    """``searchsorted`` wants contiguous boundaries (else it warns and copies): one ``clone``
+    launch for a strided input, none otherwise."""
+    return boundaries if boundaries.is_contiguous() else boundaries.contiguous()
+
+
 def rows_gather_index(
     d: torch.Tensor, out_ends: torch.Tensor, num_rows: int, clamp: bool = False
 ) -> torch.Tensor:
@@ -149,14 +156,15 @@ def rows_gather_index(
 
     ``out_ends`` are the inclusive ends of the output segments (non-decreasing), ``d`` one start
     distance per segment (``input start - output start``).  ``s(r)`` is
-    ``searchsorted(out_ends, r, right=True)``, so ``num_rows`` may stop short of
+    ``searchsorted(out_ends, r, right=True)`` (+1 launch when ``out_ends`` is strided), so
+    ``num_rows`` may stop short of
     ``out_ends[-1]`` (a truncated output).  ``clamp`` keeps ``s`` inside ``d`` for rows past the
     last end (invalid input, refused by the caller's checks before the index is used).
     Launches: 4 (``arange``, ``searchsorted``, the gather of ``d``, ``add_``), +1 with ``clamp``.
     Syncs: 0.
     """
     rows = torch.arange(num_rows, dtype=out_ends.dtype, device=out_ends.device)
-    seg = torch.searchsorted(out_ends, rows, right=True)
+    seg = torch.searchsorted(contiguous(out_ends), rows, right=True)
     if clamp:
         seg = seg.clamp_max_(max(d.numel() - 1, 0))
     src = d.index_select(0, seg)

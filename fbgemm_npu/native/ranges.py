@@ -79,7 +79,8 @@ def offsets_range_npu(offsets: torch.Tensor, range_size: int) -> torch.Tensor:
 
     ``offsets`` 1-D int32/int64 (starts of the segments, ``offsets[0] == 0``); output
     ``(range_size,)`` of ``offsets``' dtype.  Launches: 4 (``arange``, ``searchsorted``, the
-    start gather, ``sub``).  Syncs: 0.
+    start gather, ``sub``), +1 for strided ``offsets`` (``searchsorted`` needs them contiguous).
+    Syncs: 0.
     """
     op = _OFFSETS_RANGE
     offsets = _u.check_index_tensor(op, "offsets", offsets)
@@ -100,7 +101,7 @@ def offsets_range_npu(offsets: torch.Tensor, range_size: int) -> torch.Tensor:
         checks.assert_on_device()
     positions = torch.arange(range_size, dtype=offsets.dtype, device=offsets.device)
     # the count of later starts at or before j is the segment of j (offsets[0] == 0 <= j)
-    seg = torch.searchsorted(offsets[1:], positions, right=True)
+    seg = torch.searchsorted(_u.contiguous(offsets[1:]), positions, right=True)
     return positions - offsets.index_select(0, seg)
 
 

@@ -118,7 +118,7 @@ def jagged_unique_indices_npu(
         # linearize: element i belongs to sample s = (sample ends at or before i), whose
         # feature is s // B
         positions = torch.arange(n_idx, dtype=dtype, device=device)
-        sample = torch.searchsorted(offs[1:], positions, right=True)
+        sample = torch.searchsorted(_u.contiguous(offs[1:]), positions, right=True)
         feature = torch.floor_divide(sample, batch)
         linear = idx + hsc.index_select(0, feature)
         keys, reverse = torch.unique(linear, sorted=True, return_inverse=True)
