@@ -1,7 +1,18 @@
 """Jagged family on upstream's jagged benchmark defaults: B = 128, max_len = 128, D = 128, row
 lengths uniform in 0..max_len (about 8.2K values rows of 128), float32, int64 offsets; the
 stacked ops and jagged_1d_to_dense on a torchrec-shaped KJT (26 keys x batch 2048, lengths
-0..40, mean 20, max_len 40).  Our kernels run with the data check on (the default)."""
+0..40, mean 20, max_len 40).  Our kernels run with the data check on (the default).
+
+Where ours is slower than upstream (ratios about 2-3 at D = 128, 8-10 for the one-element rows of
+the KJT cases, measured as best-of-12 on a quiet core; medians on a loaded machine are noisier):
+upstream's CPU loop walks the offsets once and copies each row; the tensor program materialises
+the walk as int64 index tensors over every dense position (arange / add / compare / fill, plus the
+data check's floor_divide / fill / any), copies ``values`` once (``constant_pad_nd``, so that
+padding needs no pass over the output) and then gathers.  Those passes cost about as much as the
+copy itself when rows are wide and dominate when they are one element.  What would close it: a
+fused kernel (AscendC or Triton on the NPU) that computes each position's row in registers, as
+upstream's CUDA kernel does, i.e. one pass; short of that, int32 offsets halve the index traffic
+and ``FBGEMM_NPU_VALIDATE=0`` drops the check's three passes."""
 
 from __future__ import annotations
 
