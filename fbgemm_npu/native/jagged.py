@@ -241,7 +241,8 @@ def dense_to_jagged_forward_npu(
     """``fbgemm::dense_to_jagged_forward``: ``[total_L, D]`` jagged values of ``dense``.
 
     Without ``total_L`` the length is ``x_offsets[-1].max()``, read back to the host: 1 sync, the
-    one the op's contract forces (upstream reads it the same way).  11 launches (k=1).
+    one the op's contract forces (upstream reads it the same way).  11 launches (k=1), 12 with
+    the ``amax`` when ``total_L`` is None.
     """
     return _dense_to_jagged(_D2J_FWD, dense, x_offsets, total_L)
 
