@@ -110,6 +110,13 @@ def _swap(owner: Any, name: str, value: Any) -> Iterator[None]:
         setattr(owner, name, old)
 
 
+def _register_layout(tbe: Any) -> None:
+    """Seed the kernels' layout cache from host data, so even the first lookup needs no sync."""
+    from fbgemm_npu.split_table import register_tbe_layout
+
+    register_tbe_layout(tbe)
+
+
 def _split_init(orig: Callable[..., None]) -> Callable[..., None]:
     sig = inspect.signature(orig)
 
@@ -133,6 +140,8 @@ def _split_init(orig: Callable[..., None]) -> Callable[..., None]:
                         "EmbeddingLocation.HOST (with ComputeDevice.CPU)"
                     )
         orig(*bound.args, **bound.kwargs)
+        if _is_npu(device):
+            _register_layout(self)
 
     setattr(__init__, _MARK, orig)
     return __init__
@@ -155,6 +164,7 @@ def _dense_init(orig: Callable[..., None]) -> Callable[..., None]:
             return
         with _swap(torch.cuda, "current_device", _current_npu_device):
             orig(*bound.args, **bound.kwargs)
+        _register_layout(self)
 
     setattr(__init__, _MARK, orig)
     return __init__
