@@ -139,7 +139,8 @@ def jagged_index_select_2d_forward_v2_npu(
             # every selected segment must lie inside values (upstream would read past it)
             checks.add(starts.amin(), 0, None, "argument 'input_offsets' must be non-negative")
             checks.add((starts + out_len).amax(), None, n_rows,
-                       f"selected segments must end within values.size(0) ({n_rows})")  # fmt: skip
+                       "argument 'input_offsets' selects segments ending past "
+                f"values.size(0) ({n_rows})")  # fmt: skip
         total = checks.read_with([output_offsets[-1]])[0]
         src = _u.rows_gather_index(d, output_offsets, total)
     else:
@@ -150,7 +151,7 @@ def jagged_index_select_2d_forward_v2_npu(
                        f"({total}) must not exceed output_offsets[-1]")  # fmt: skip
             if total > 0:
                 low, high = torch.aminmax(src)
-                what = f"the selected rows must lie within values.size(0) ({n_rows})"
+                what = f"argument 'input_offsets' selects rows outside values.size(0) ({n_rows})"
                 checks.add(low, 0, None, what)
                 checks.add(high, None, n_rows - 1, what)
             checks.assert_on_device()
