@@ -38,7 +38,7 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_training import WeightDecayMo
 
 from conformance.tbe import TbeCase, TbeResult, run_case
 
-__all__ = ["CI_CASES", "GWD_XFAIL", "full_cases", "main"]
+__all__ = ["CI_CASES", "full_cases", "main"]
 
 C = TbeCase
 _WD = 0.1
@@ -65,10 +65,6 @@ _COWCLIP = (
 )  # fmt: skip
 _ADAM_HP = (("weight_decay", 0.01), ("beta1", 0.8), ("beta2", 0.95), ("eps", 1e-3))
 _MIXED = {"rows": (20, 30, 50), "dims": (4, 8, 16), "feature_table_map": (0, 1, 2, 1)}
-
-# Global weight decay: fbgemm_npu's rowwise AdaGrad ignores it (prev_iter stays 0, no decay);
-# these cases are expected to fail until the kernel implements it (strict xfail in pytest).
-GWD_XFAIL = "DECOUPLE_GLOBAL: npu rowwise_adagrad neither decays rows nor updates prev_iter"
 
 CI_CASES: list[TbeCase] = [
     # every optimizer, both construction styles where upstream's Python allows them
@@ -188,9 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for i, case in enumerate(cases, 1):
         r = run_case(case)
-        expected_fail = case.gwd_start_iter is not None
-        failed += (not r.ok) and not expected_fail
-        lines.append(_row(r) + (" (known: " + GWD_XFAIL + ")" if expected_fail else ""))
+        failed += not r.ok
+        lines.append(_row(r))
         print(f"[{i}/{len(cases)}] {lines[-1]}", file=sys.stderr, flush=True)
     text = (
         f"# TBE training conformance\n\nfbgemm_npu on the {kind} npu device against upstream "

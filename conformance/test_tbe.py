@@ -29,16 +29,13 @@ from conformance.tbe import (
     run_module,
     run_reference,
 )
-from conformance.tbe_matrix import CI_CASES, GWD_XFAIL, full_cases
+from conformance.tbe_matrix import CI_CASES, full_cases
 
 _CASES = full_cases() if os.environ.get("TBE_CONFORMANCE", "") == "full" else CI_CASES
 
 
 def _param(case: TbeCase) -> object:
-    marks = []
-    if case.gwd_start_iter is not None:
-        marks.append(pytest.mark.xfail(strict=True, reason=GWD_XFAIL))
-    return pytest.param(case, id=case.label().replace(" ", "-"), marks=marks)
+    return pytest.param(case, id=case.label().replace(" ", "-"))
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in _CASES])

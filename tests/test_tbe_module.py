@@ -30,7 +30,9 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_common import (
 from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
     ComputeDevice,
     DenseTableBatchedEmbeddingBagsCodegen,
+    GlobalWeightDecayDefinition,
     SplitTableBatchedEmbeddingBagsCodegen,
+    WeightDecayMode,
 )
 
 from fbgemm_npu.split_table import device as tbe_device
@@ -218,9 +220,9 @@ def test_dense_tbe_trains_like_cpu(optim: str, pooling: PoolingMode, weighted: b
 
 
 # --- budgets and memory ----------------------------------------------------------------------
-def _counted_step(style: str, T: int, dims: list[int], optimizer: O):
+def _counted_step(style: str, T: int, dims: list[int], optimizer: O, **kwargs: object):
     m = _tbe(style, [(100, dims[t % len(dims)]) for t in range(T)], optimizer=optimizer,
-             bounds_check_mode=BoundsCheckMode.NONE)  # fmt: skip
+             bounds_check_mode=BoundsCheckMode.NONE, **kwargs)  # fmt: skip
     idx, off = _batch(T, 100, 4, 3, 0)
     for _ in range(2):  # the first call builds and caches the per-TBE plan
         out = m(idx, off)
@@ -258,6 +260,25 @@ def test_training_step_budget(style: str, optimizer: O, dims: list[int]) -> None
     for T in (len(dims), 32):
         fwd, bwd = _counted_step(style, T, dims, optimizer)
         assert fwd.launches <= 10 * len(dims) and fwd.syncs == 0, fwd.summary()
+        assert bwd.launches <= 40 * len(dims) and bwd.syncs == 0, bwd.summary()
+        counts.append((fwd.launches, bwd.launches))
+    assert counts[0] == counts[1], f"launches grow with the number of tables: {counts}"
+
+
+@pytest.mark.parametrize("dims", [[8], [4, 8]])
+def test_global_weight_decay_step_budget(dims: list[int]) -> None:
+    """Rowwise AdaGrad with global weight decay (DECOUPLE_GLOBAL, applied from iteration 0):
+    backward + optimizer <= 40 launches per distinct dim, 0 syncs, independent of the table
+    count; the forward pays the pending decay of each looked-up row (<= 20 per dim)."""
+    kw = dict(
+        weight_decay=0.01,
+        weight_decay_mode=WeightDecayMode.DECOUPLE_GLOBAL,
+        global_weight_decay=GlobalWeightDecayDefinition(start_iter=0, lower_bound=0.0),
+    )
+    counts = []
+    for T in (len(dims), 32):
+        fwd, bwd = _counted_step("cuda_user", T, dims, O.EXACT_ROWWISE_ADAGRAD, **kw)
+        assert fwd.launches <= 20 * len(dims) and fwd.syncs == 0, fwd.summary()
         assert bwd.launches <= 40 * len(dims) and bwd.syncs == 0, bwd.summary()
         counts.append((fwd.launches, bwd.launches))
     assert counts[0] == counts[1], f"launches grow with the number of tables: {counts}"

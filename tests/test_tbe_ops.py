@@ -688,7 +688,10 @@ def test_gradient_clipping_matches_upstream_cpu(opt: O) -> None:
     compare_training(opt, MIXED, tol=1e-4, gradient_clipping=True, max_gradient=0.05, weighted=True)
 
 
-def test_global_weight_decay_is_refused_clearly() -> None:
+def test_global_weight_decay_sets_prev_iter_of_touched_rows() -> None:
+    """DECOUPLE_GLOBAL (mixed dims): each step sets ``prev_iter`` of the touched rows, and only
+    theirs, to the iteration (the decay itself is checked against the reference in
+    ``conformance/test_tbe.py``)."""
     from fbgemm_gpu.tbe.config.optimizer_config import GlobalWeightDecayDefinition, WeightDecayMode
 
     tbe = build(
@@ -696,9 +699,14 @@ def test_global_weight_decay_is_refused_clearly() -> None:
         weight_decay_mode=WeightDecayMode.DECOUPLE_GLOBAL,
         global_weight_decay=GlobalWeightDecayDefinition(start_iter=0),
     )  # fmt: skip
-    batch = make_batches(MIXED, 3, 1, seed=1)[0]
-    with pytest.raises(NotImplementedError, match="argument 'aux_bool' asks for global weight"):
-        tbe(batch.indices.to(NPU), batch.offsets.to(NPU))
+    for it, batch in enumerate(make_batches(MIXED, 3, 2, seed=1), 1):
+        before = tbe.prev_iter_dev.detach().cpu().clone()
+        out = tbe(batch.indices.to(NPU), batch.offsets.to(NPU))
+        out.backward(torch.ones_like(out))
+        after = tbe.prev_iter_dev.detach().cpu()
+        changed = after != before
+        assert changed.any() and (after[changed] == it).all()
+        assert ((after == it) | (after == before)).all()
 
 
 @pytest.mark.parametrize("opt", [O.EXACT_SGD, O.EXACT_ROWWISE_ADAGRAD])

@@ -48,6 +48,7 @@ call with a new table layout reads the layout on the host (1 sync) unless
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -102,6 +103,7 @@ class ForwardState:
     mats: list[torch.Tensor]  # per class: [m, L] index matrix (see TableClass)
     B: int  # batch size (non-VBE); -1 with VBE
     row_starts: torch.Tensor | None  # VBE: [total_B] output offset of each bag
+    index_scale: torch.Tensor | None = None  # [L] fp32 factor of each looked-up row, or None
 
 
 def _bags_and_features(
@@ -195,11 +197,16 @@ def tbe_forward(
     output_dtype: torch.dtype,
     vbe: VbeArgs | None = None,
     for_backward: bool = True,
+    index_scale: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, ForwardState]:
     """The lookup of every feature: pooled ``[B, total_D]`` (VBE: ``[output_size]``) or, with
     pooling NONE, ``[L, D]``.  ``weights`` is the flat 1-D buffer of all tables.
 
     ``for_backward=False`` computes only the rows the forward needs (inference).
+    ``index_scale``: given the feature of each index (``[L]``, ``T`` past ``offsets[-1]``), the
+    ``[L]`` fp32 factor of each looked-up row (global weight decay): folded into the per-sample
+    weights (+1 launch with per-sample weights, +1 for half-precision weights) or, with pooling
+    NONE, multiplied into the rows (+1); saved in the state for the backward.
     """
     L = indices.numel()
     bag, t, B = _bags_and_features(plan, indices, offsets, vbe)
@@ -213,6 +220,8 @@ def tbe_forward(
     if for_backward:
         _set_grad_rows(plan, mats, bag, B, pooling_mode, vbe is not None)
     state = ForwardState(bag=bag, t=t, mats=mats, B=B, row_starts=None)
+    scale = None if index_scale is None else index_scale(t)
+    state.index_scale = scale
 
     if pooling_mode == POOLING_NONE:
         cls = plan.classes[0] if plan.classes else None
@@ -220,8 +229,12 @@ def tbe_forward(
         if cls is None:
             return weights.new_zeros((L, D), dtype=output_dtype), state
         out = class_view(weights, cls.D, cls.w_residue).index_select(0, mats[0][0])
+        if scale is not None:
+            out = (out.to(torch.float32) * scale[:, None]).to(weights.dtype)
         return (out if out.dtype == output_dtype else out.to(output_dtype)), state
 
+    if scale is not None:
+        indice_weights = scale if indice_weights is None else indice_weights * scale
     mode = 0 if (pooling_mode == POOLING_SUM or indice_weights is not None) else 1
     psw = None
     if indice_weights is not None:

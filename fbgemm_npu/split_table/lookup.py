@@ -12,6 +12,14 @@ an undefined tensor too), the per-sample-weight gradient when those require grad
 ``none`` optimizer, the weights' gradient as upstream's sparse COO tensor ``[total_hash_size,
 max_D]`` of the ``total_unique_indices`` touched rows.
 
+Global weight decay (rowwise AdaGrad, ``WeightDecayMode.DECOUPLE_GLOBAL``,
+``apply_global_weight_decay`` in ``aux_bool``), as upstream's CUDA kernels: the forward scales
+each looked-up row by its pending decay ``max(gwd_lower_bound, (1 - lr wd)^max(iter - prev_iter
+- 1, 0))`` (1 where ``prev_iter`` is 0); the backward decays the de-duplicated rows by the same
+factor before the AdaGrad step and sets their ``prev_iter`` (``aux_tensor[5]``) to ``iter``.
+Before ``start_iter`` the invoker does not ask for it and ``prev_iter`` is left alone, as
+upstream's non-GWD kernel leaves it.
+
 Layout arguments upstream's CPU path uses: weights ``[host_weights, placements, offsets]``
 (ComputeDevice.CPU style) or ``[dev, uvm, placements, offsets, lxu_cache]`` (CUDA style); the
 optimizer states alike.  One of dev / uvm must hold all tables (UVM caching is a CUDA feature).
@@ -39,7 +47,7 @@ from fbgemm_npu.native.tbe_forward import (
     output_dtype_of,
     tbe_forward,
 )
-from fbgemm_npu.split_table.optimizers import OPTIMIZERS, StepArgs
+from fbgemm_npu.split_table.optimizers import OPTIMIZERS, StepArgs, gwd_factor
 
 __all__ = ["LookupCall", "SplitLookupFunction", "lookup_forward_only", "parse_call", "run_lookup"]
 
@@ -74,6 +82,16 @@ def op_name(optimizer: str) -> str:
 
 
 @dataclass
+class GwdArgs:
+    """Global weight decay (``WeightDecayMode.DECOUPLE_GLOBAL`` past ``start_iter``, rowwise
+    AdaGrad): ``prev_iter`` is the fp32 per-row buffer of the last iteration that touched each
+    row, laid out like ``momentum1`` (row ``hash_size_cumsum[t] + idx``, as upstream indexes it)."""
+
+    prev_iter: torch.Tensor
+    lower_bound: float
+
+
+@dataclass
 class LookupCall:
     """One pt2 lookup call, unpacked."""
 
@@ -99,6 +117,7 @@ class LookupCall:
     max_gradient: float
     total_unique_indices: int
     total_hash_size: int
+    gwd: GwdArgs | None = None
 
     def plan(self) -> TbePlan:
         return get_plan(
@@ -168,12 +187,15 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
         parts = [ot[0], ot[3], ot[4]] if host_form else [ot[1], ot[2], ot[3], ot[4]]
         states.append(_placed(op, "row_counter", parts))
         state_rowwise.append(True)
+    gwd = None
     if len(aux_b) > 3 and aux_b[3]:
-        raise NotImplementedError(
-            f"{op}: argument 'aux_bool' asks for global weight decay "
-            "(WeightDecayMode.DECOUPLE_GLOBAL past its start_iter), a CUDA-only mode upstream that "
-            "fbgemm_npu does not implement yet; use WeightDecayMode.DECOUPLE"
-        )
+        prev_iter = aux_t[5] if len(aux_t) > 5 else None
+        if optimizer != "rowwise_adagrad" or prev_iter is None or prev_iter.numel() == 0:
+            raise NotImplementedError(
+                f"{op}: argument 'aux_bool' asks for global weight decay, which needs rowwise "
+                "AdaGrad and a non-empty 'prev_iter_dev' in 'aux_tensor'"
+            )
+        gwd = GwdArgs(prev_iter=prev_iter, lower_bound=float(aux_f[0]) if aux_f else 0.0)
     lr_t = a.get("learning_rate_tensor")
     lr: float | torch.Tensor = 0.0
     if lr_t is not None:
@@ -201,7 +223,25 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
         max_gradient=float(aux_f[1]) if len(aux_f) > 1 else 0.0,
         total_unique_indices=int(a.get("total_unique_indices", 0) or 0),
         total_hash_size=int(hp.get("total_hash_size", 0)),
+        gwd=gwd,
     )
+
+
+def _gwd_index_scale(call: LookupCall) -> Any:
+    """The forward's per-index global-weight-decay factor (None without GWD): upstream's forward
+    scales each looked-up row by the decay still pending on it.  Launches: 4 + those of
+    :func:`~fbgemm_npu.split_table.optimizers.gwd_factor`."""
+    gwd = call.gwd
+    if gwd is None:
+        return None
+
+    def scale(t: torch.Tensor) -> torch.Tensor:
+        # t == T past offsets[-1]: hash_size_cumsum[T] + idx, clamped, is read but never used
+        lin = call.hash_size_cumsum.index_select(0, t) + call.indices
+        lin = lin.clamp_(max=max(gwd.prev_iter.numel() - 1, 0))
+        return gwd_factor(gwd.prev_iter.index_select(0, lin), call.step, gwd.lower_bound)
+
+    return scale
 
 
 def lookup_forward_only(call: LookupCall) -> torch.Tensor:
@@ -209,6 +249,7 @@ def lookup_forward_only(call: LookupCall) -> torch.Tensor:
     out, _ = tbe_forward(
         call.op, call.plan(), call.weights, call.indices, call.offsets, call.pooling_mode,
         call.indice_weights, call.output_dtype, call.vbe, for_backward=False,
+        index_scale=_gwd_index_scale(call),
     )  # fmt: skip
     return out
 
@@ -228,6 +269,7 @@ class SplitLookupFunction(torch.autograd.Function):
         out, state = tbe_forward(
             call.op, plan, call.weights, call.indices, call.offsets, call.pooling_mode,
             indice_weights, call.output_dtype, call.vbe, for_backward=True,
+            index_scale=_gwd_index_scale(call),
         )  # fmt: skip
         ctx.call = call
         ctx.plan = plan
@@ -259,6 +301,8 @@ def _indice_weights_grad(
         w = class_view(call.weights, cls.D, cls.w_residue).index_select(0, mat[0])
         dot = (rows.to(torch.float32) * w.to(torch.float32)).sum(1)
         grad = torch.where(mat[1] > 0, dot, grad)
+    if state.index_scale is not None:
+        grad = grad * state.index_scale  # the rows the forward saw (global weight decay)
     if call.pooling_mode == POOLING_MEAN:
         lengths = (call.offsets[1:] - call.offsets[:-1]).clamp_(min=1)
         grad = grad / lengths.index_select(0, state.bag.clamp(max=max(lengths.numel() - 1, 0)))
@@ -314,7 +358,7 @@ def _step_class(
         s_rows.append(slots.index[3 + s])
     s_old = [v.index_select(0, r) for v, r in zip(s_views, s_rows, strict=True)]
     all_fp32 = all(b.dtype == torch.float32 for b in (call.weights, *(x for x, _ in call.states)))
-    if spec.delta is not None and all_fp32 and spec.delta_ok(call.step):
+    if call.gwd is None and spec.delta is not None and all_fp32 and spec.delta_ok(call.step):
         # Fast form: the optimizer gives updates that are exact zeros on the slots to skip.
         keep = torch.clamp(slots.index[1], max=1)
         dw, ds = spec.delta(slots.agg, s_old, keep, call.step)
@@ -324,12 +368,38 @@ def _step_class(
         return
     invalid = slots.index[1] == 0
     w_old = w_view.index_select(0, w_rows)
-    w_new, s_new = spec.step(
-        slots.agg, w_old.to(torch.float32), [x.to(torch.float32) for x in s_old], call.step
-    )
+    w_in = w_old.to(torch.float32)
+    if call.gwd is not None:
+        w_in = _apply_gwd(call, call.gwd, s_rows[0], w_old, w_in, invalid)
+    w_new, s_new = spec.step(slots.agg, w_in, [x.to(torch.float32) for x in s_old], call.step)
     write_rows(w_view, w_rows, w_old, w_new, invalid)
     for view, rows, old, new in zip(s_views, s_rows, s_old, s_new, strict=True):
         write_rows(view, rows, old, new, invalid)
+
+
+def _apply_gwd(
+    call: LookupCall,
+    gwd: GwdArgs,
+    rows: torch.Tensor,
+    w_old: torch.Tensor,
+    w_in: torch.Tensor,
+    invalid: torch.Tensor,
+) -> torch.Tensor:
+    """Global weight decay of the de-duplicated rows before the AdaGrad step (upstream's
+    ``compute_global_weight_decay``): ``w *= factor(prev_iter)``, rounded to the weights' dtype
+    as upstream stores it, and ``prev_iter := iter`` at every valid slot.  ``rows``: the slots'
+    rows in the rowwise ``momentum1`` buffer, which ``prev_iter`` shares.  Launches: 1 gather +
+    gwd_factor (6) + 1 multiply (+2 for half-precision weights) + 3 for the ``prev_iter`` write;
+    0 syncs."""
+    prev = gwd.prev_iter.index_select(0, rows)
+    factor = gwd_factor(prev, call.step, gwd.lower_bound)
+    w_in = w_in * factor[:, None]
+    if w_old.dtype != torch.float32:
+        w_in = w_in.to(w_old.dtype).to(torch.float32)
+    # iter - prev is exact in fp32 for iterations below 2^24, as upstream's fp32 buffer needs
+    delta = torch.rsub(prev, float(call.step.iter)).masked_fill_(invalid, 0.0)
+    accumulate_rows(gwd.prev_iter, rows, delta)
+    return w_in
 
 
 def _none_grad(

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["OPTIMIZERS", "OptimizerSpec", "StepArgs"]
+__all__ = ["OPTIMIZERS", "OptimizerSpec", "StepArgs", "gwd_factor"]
 
 Tensor = torch.Tensor
 Scalar = float | Tensor
@@ -122,6 +122,22 @@ def rowwise_adagrad(
         factor = (max_norm / _norm(w_new)).clamp_(max=1.0)
         w_new = w_new * factor[:, None]
     return w_new, [m]
+
+
+def gwd_factor(prev_iter: Tensor, a: StepArgs, lower_bound: float) -> Tensor:
+    """Global weight decay (``WeightDecayMode.DECOUPLE_GLOBAL``), upstream's
+    ``compute_global_weight_decay``: the factor of a row last touched at iteration ``prev_iter``
+    (fp32, 0 = never), now at iteration ``a.iter``: 1 where ``prev_iter == 0``, else
+    ``max(lower_bound, (1 - lr * wd)^max(iter - prev_iter - 1, 0))`` in fp32.
+    Launches: 6 (+2 for a device lr)."""
+    base: Scalar = 1.0 - a.lr * a.get("weight_decay")
+    e = torch.rsub(prev_iter, float(a.iter - 1)).clamp_(min=0.0)
+    if isinstance(base, Tensor):
+        f = torch.pow(base.to(torch.float32), e)
+    else:
+        f = torch.pow(float(base), e)
+    f = f.clamp_(min=lower_bound)
+    return f.masked_fill_(prev_iter == 0, 1.0)
 
 
 def rowwise_adagrad_delta(
