@@ -78,6 +78,8 @@ CI_CASES: list[TbeCase] = [
     C(O.EXACT_ROWWISE_ADAGRAD, "cuda", opt=_ADAGRADW),
     C(O.EXACT_ROWWISE_ADAGRAD, "cpu", opt=_COWCLIP),
     C(O.EXACT_ROWWISE_ADAGRAD, "cuda", gwd_start_iter=0, opt=(("weight_decay", _WD),)),
+    # start past step 1: a row touched before the start keeps prev_iter 0 (no decay owed)
+    C(O.EXACT_ROWWISE_ADAGRAD, "cuda", gwd_start_iter=2, opt=(("weight_decay", _WD),)),
     C(O.EXACT_ROWWISE_ADAGRAD, "cuda", opt=(("max_norm", 0.3),)),
     C(O.EMAINPLACE_ROWWISE_ADAGRAD, "cpu"),
     C(O.ADAM, "cuda"), C(O.ADAM, "cuda", opt=_ADAM_HP),

@@ -206,8 +206,8 @@ class RefTbe:
     def _global_weight_decay(self, batch: Batch, it: int) -> None:
         """Before the forward of iteration ``it``: each row touched now (once, however often it
         occurs) decays by ``max(gwd_lower_bound, (1 - lr wd)^(it - prev_iter - 1))``, except on
-        its first touch (``prev_iter == 0``) and before ``gwd_start_iter``; ``prev_iter``
-        becomes ``it``."""
+        its first touch (``prev_iter == 0``); ``prev_iter`` becomes ``it``.  Before
+        ``gwd_start_iter`` nothing happens (upstream runs its plain kernel then)."""
         wd, lb = self.hp.get("weight_decay", 0.0), self.hp.get("gwd_lower_bound", 0.0)
         idx = batch.indices.tolist()
         touched = {
@@ -215,9 +215,11 @@ class RefTbe:
             for f, _, _, s, e in self._bags(batch)
             for i in range(s, e)
         }
+        if it < self.hp.get("gwd_start_iter", 0):
+            return  # upstream runs the plain kernel before the start: no decay, prev_iter kept
         for t, row in sorted(touched):
             prev = float(self.prev_iter[t][row])
-            if prev != 0 and it >= self.hp.get("gwd_start_iter", 0):
+            if prev != 0:
                 decay = max(lb, (1.0 - self.lr * wd) ** (it - prev - 1))
                 self.weights[t][row] = self._store(self.weights[t][row] * decay)
             self.prev_iter[t][row] = it
