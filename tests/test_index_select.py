@@ -92,7 +92,7 @@ def _calls(t: int, b: int, d: int) -> dict[str, tuple[Callable[[], Any], int, in
         "jagged_index_select[size]": (
             lambda: F.jagged_index_select(values, lengths, indices, total), 10, 0),
         "jagged_index_select_2d_forward_v2": (
-            lambda: F.jagged_index_select_2d_forward_v2(values, indices, io, oo), 9, 1),
+            lambda: F.jagged_index_select_2d_forward_v2(values, indices, io, oo), 10, 1),
         "jagged_index_select_2d_forward_v2[size]": (
             lambda: F.jagged_index_select_2d_forward_v2(values, indices, io, oo, total), 9, 0),
         "jagged_index_add_2d_forward_v2": (
@@ -112,7 +112,7 @@ def _calls(t: int, b: int, d: int) -> dict[str, tuple[Callable[[], Any], int, in
             lambda: F.group_index_select_dim0(members, gidx), 7, 0),
         "group_index_select_dim0[mixed widths]": (
             lambda: F.group_index_select_dim0(mixed, gidx), 13, 0),
-        "offsets_range": (lambda: F.offsets_range(ro, int(ranges_l.sum())), 4, 0),
+        "offsets_range": (lambda: F.offsets_range(ro, int(ranges_l.sum())), 6, 0),
         "lengths_range": (lambda: F.lengths_range(rl), 6, 1),
         "lengths_range[shape]": (lambda: F.lengths_range(rl, [int(ranges_l.sum())]), 6, 0),
         "segment_sum_csr": (lambda: F.segment_sum_csr(2, csr_n, seg_n), 5, 0),
@@ -134,7 +134,7 @@ def _unique_inputs(t: int, b: int, g: torch.Generator) -> tuple[torch.Tensor, ..
 # Launches the data checks add (FBGEMM_NPU_VALIDATE on); fixed per op whatever the sizes.
 CHECKS = {
     "jagged_index_select": 4, "jagged_index_select[size]": 9,
-    "jagged_index_select_2d_forward_v2": 8, "jagged_index_select_2d_forward_v2[size]": 12,
+    "jagged_index_select_2d_forward_v2": 7, "jagged_index_select_2d_forward_v2[size]": 12,
     "jagged_index_add_2d_forward_v2": 12, "keyed_jagged_index_select_dim1": 7,
     "keyed_jagged_index_select_dim1[weights]": 7, "batch_index_select_dim0": 9,
     "batch_index_select_dim0[permuted]": 9, "batch_index_select_dim0[one width]": 9,
@@ -346,7 +346,8 @@ def test_data_checks_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> Non
     """With FBGEMM_NPU_VALIDATE=0 the data checks do not run (the kernels trust their inputs);
     metadata checks still do."""
     monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "0")
-    F.offsets_range(torch.tensor([0, 3, 2], device=NPU), 5)  # decreasing, unchecked
+    disagree = torch.tensor([0, 1, 3, 5, 6, 10, 11])  # offsets disagreeing with the lengths
+    F.keyed_jagged_index_select_dim1(*_npu(KV, KL, disagree, torch.tensor([0])), 3)  # unchecked
     with pytest.raises(ValueError, match="fbgemm::offsets_range: argument 'offsets' must be 1-D"):
         F.offsets_range(torch.tensor([[0, 3]], device=NPU), 5)
 

@@ -18,6 +18,7 @@ the kernels' launch counts plus the data checks' fixed cost when validating.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -78,8 +79,8 @@ def _batch_budget(**kw: Any) -> Budget:
     cols = kw["input_columns"]
     same = len(set(cols)) == 1
     kernel = (3 if kw.get("permute_output_dim_0_1") else 5) if same else 11
-    # a strided 1-D inputs is copied once to form rows (same-width path)
-    kernel += int(same and isinstance(kw["inputs"], TensorView) and cols[0] > 1)
+    # a strided 1-D inputs is copied once to form rows (runs of gcd(cols) elements)
+    kernel += int(isinstance(kw["inputs"], TensorView) and math.gcd(*cols) > 1)
     return Budget(kernel + (CHECKS if validation_enabled() else 0), 0)
 
 

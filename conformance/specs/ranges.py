@@ -86,9 +86,7 @@ def _ranges_budget(kernel: int, checks_given: int, checks_read: int) -> Any:
     def budget(**kw: Any) -> Budget:
         given = "t_in" not in kw or kw.get("shape") is not None
         checks = (checks_given if given else checks_read) if validation_enabled() else 0
-        # strided offsets are copied once for searchsorted
-        strided = int(isinstance(kw.get("offsets"), TensorView))
-        return Budget(kernel + strided + checks, 0 if given else 1)
+        return Budget(kernel + checks, 0 if given else 1)
 
     return budget
 
@@ -178,7 +176,7 @@ def _kw(fn: Any) -> Any:
 
 SPECS = [
     OpSpec("offsets_range", _kw(F.offsets_range), offsets_range_inputs(), EXACT,
-           _ranges_budget(4, 8, 8),
+           _ranges_budget(6, 8, 8),
            examples=({"offsets": torch.tensor([0, 2, 2, 5]), "range_size": 7},
                      {"offsets": torch.tensor([0], dtype=torch.int32), "range_size": 4},
                      {"offsets": torch.tensor([0.0, 1.0]), "range_size": 2})),

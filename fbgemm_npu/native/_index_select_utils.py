@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -150,20 +151,27 @@ def contiguous(boundaries: torch.Tensor) -> torch.Tensor:
 
 
 def rows_gather_index(
-    d: torch.Tensor, out_ends: torch.Tensor, num_rows: int, clamp: bool = False
+    d: torch.Tensor,
+    out_ends: torch.Tensor,
+    num_rows: int,
+    clamp: bool = False,
+    lengths: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``src[r] = r + d[s(r)]`` for output rows ``r < num_rows``, ``s(r)`` the segment holding r.
 
     ``out_ends`` are the inclusive ends of the output segments (non-decreasing), ``d`` one start
-    distance per segment (``input start - output start``).  ``s(r)`` is
+    distance per segment (``input start - output start``).  With ``lengths`` (the output
+    segments' lengths, summing to exactly ``num_rows``) ``d`` is repeated over each segment with
+    ``repeat_interleave`` (``output_size`` given: no sync; linear work).  Without, ``s(r)`` is
     ``searchsorted(out_ends, r, right=True)`` (+1 launch when ``out_ends`` is strided), so
-    ``num_rows`` may stop short of
-    ``out_ends[-1]`` (a truncated output).  ``clamp`` keeps ``s`` inside ``d`` for rows past the
-    last end (invalid input, refused by the caller's checks before the index is used).
-    Launches: 4 (``arange``, ``searchsorted``, the gather of ``d``, ``add_``), +1 with ``clamp``.
-    Syncs: 0.
+    ``num_rows`` may stop short of ``out_ends[-1]`` (a truncated output); ``clamp`` keeps ``s``
+    inside ``d`` for rows past the last end (invalid input, refused by the caller's checks before
+    the index is used).  Launches: 4 (``repeat_interleave`` (2) or ``searchsorted`` + gather;
+    ``arange``; ``add_``), +1 with ``clamp``.  Syncs: 0.
     """
     rows = torch.arange(num_rows, dtype=out_ends.dtype, device=out_ends.device)
+    if lengths is not None:
+        return torch.repeat_interleave(d, lengths, output_size=num_rows).add_(rows)
     seg = torch.searchsorted(contiguous(out_ends), rows, right=True)
     if clamp:
         seg = seg.clamp_max_(max(d.numel() - 1, 0))
@@ -218,7 +226,8 @@ def table_gather(
 
     Same row width ``C`` everywhere: ``src[k] = indices[k] + R[t]`` (``R[t]`` the table's first
     row), 4 launches (a host-to-device copy of the per-table constants, ``repeat_interleave`` of
-    them to the selected rows (2), ``add``).  Otherwise per element ``src[e] = e + d[k]``,
+    them to the selected rows (2), ``add``).  Otherwise per run of ``g`` elements (``g`` the gcd
+    of the widths, ``C[t]`` counted in runs) ``src[e] = e + d[k]``,
     ``d[k] = A[t] + (indices[k] - k) * C[t]`` (``A[t]`` a host constant of the shapes): 10
     launches (the copy, ``repeat_interleave`` (2), ``arange``, ``sub``, ``addcmul``,
     ``repeat_interleave`` to the elements (2), ``arange``, ``add_``).  The index check adds 3.
@@ -231,18 +240,27 @@ def table_gather(
         per_row = torch.repeat_interleave(meta[:2], meta[2], dim=1, output_size=n_sel)
         _add_row_check(checks, indices, per_row[1], arg)
         return TableGather(indices + per_row[0], cols[0])
-    starts = _prefix([r * c for r, c in zip(rows, cols, strict=True)])
-    out_starts = _prefix([n * c for n, c in zip(counts, cols, strict=True)])
+    unit, m = _units(cols)
+    starts = _prefix([r * c for r, c in zip(rows, m, strict=True)])
+    out_starts = _prefix([n * c for n, c in zip(counts, m, strict=True)])
     sel_starts = _prefix(counts)
-    a = [s - o + k * c for s, o, k, c in zip(starts, out_starts, sel_starts, cols, strict=True)]
-    meta = torch.tensor([a, list(cols), list(rows), list(counts)], dtype=torch.int64).to(device)
+    a = [s - o + k * c for s, o, k, c in zip(starts, out_starts, sel_starts, m, strict=True)]
+    meta = torch.tensor([a, m, list(rows), list(counts)], dtype=torch.int64).to(device)
     per_row = torch.repeat_interleave(meta[:3], meta[3], dim=1, output_size=n_sel)
     _add_row_check(checks, indices, per_row[2], arg)
     k = torch.arange(n_sel, dtype=torch.int64, device=device)
     d = torch.addcmul(per_row[0], indices - k, per_row[1])
-    total = sum(n * c for n, c in zip(counts, cols, strict=True))
+    total = sum(n * c for n, c in zip(counts, m, strict=True))
     src = torch.repeat_interleave(d, per_row[1], output_size=total)
-    return TableGather(src.add_(torch.arange(total, dtype=torch.int64, device=device)), 1)
+    return TableGather(src.add_(torch.arange(total, dtype=torch.int64, device=device)), unit)
+
+
+def _units(cols: Sequence[int]) -> tuple[int, list[int]]:
+    """(``g``, ``cols / g``) for ``g`` the gcd of the widths: rows of mixed widths are gathered
+    in runs of ``g`` elements (``g`` = 64 for widths 64 and 128), not element by element."""
+    g = math.gcd(*cols) if cols else 1
+    g = max(g, 1)
+    return g, [c // g for c in cols]
 
 
 def table_gather_permuted(
@@ -271,10 +289,11 @@ def table_gather_permuted(
         src = torch.empty((n, n_t), dtype=torch.int64, device=device)
         torch.add(idx2d, meta[0].view(1, -1), out=src)
         return TableGather(src.view(-1), cols[0])
-    width = sum(cols)
-    starts = _prefix([r * c for r, c in zip(rows, cols, strict=True)])
-    b = [s - c for s, c in zip(starts, _prefix(cols), strict=True)]
-    meta = torch.tensor([b, list(cols), list(rows)], dtype=torch.int64).to(device)
+    unit, m = _units(cols)
+    width = sum(m)
+    starts = _prefix([r * c for r, c in zip(rows, m, strict=True)])
+    b = [s - c for s, c in zip(starts, _prefix(m), strict=True)]
+    meta = torch.tensor([b, m, list(rows)], dtype=torch.int64).to(device)
     _add_row_check(checks, idx2d, meta[2].view(1, -1), arg)
     d = torch.empty((n, n_t), dtype=torch.int64, device=device)
     torch.mul(idx2d, meta[1].view(1, -1), out=d)
@@ -283,7 +302,7 @@ def table_gather_permuted(
     repeats = meta[1].view(1, -1).expand(n, n_t).reshape(-1)
     total = n * width
     src = torch.repeat_interleave(d.view(-1), repeats, output_size=total)
-    return TableGather(src.add_(torch.arange(total, dtype=torch.int64, device=device)), 1)
+    return TableGather(src.add_(torch.arange(total, dtype=torch.int64, device=device)), unit)
 
 
 def index_range(checks: DataChecks, indices: torch.Tensor, n: int, arg: str) -> torch.Tensor:

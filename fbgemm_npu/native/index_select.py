@@ -30,7 +30,8 @@ with a ``ValueError`` naming the argument.  Bad data (an index out of range, off
 decrease, a size above the data, reads past ``values``) is refused by folded device checks (see
 ``_index_select_utils.DataChecks``; ``FBGEMM_NPU_VALIDATE=0`` skips them).
 
-Launches (``FBGEMM_NPU_VALIDATE=0``): ``jagged_index_select`` 10, ``*_2d_forward_v2`` 9,
+Launches (``FBGEMM_NPU_VALIDATE=0``): ``jagged_index_select`` 10, ``*_2d_forward_v2`` 9 (10 with
+the size read),
 ``jagged_index_add_2d_forward_v2`` 10; budget 12.  Syncs: 1 when the output size is not given
 (it is data-dependent), else 0.  Backward of ``jagged_index_select``: 2 launches (``zeros``,
 ``index_add_``), the gather index saved by the forward.
@@ -92,7 +93,9 @@ def jagged_index_select_2d_forward_v2_npu(
     ``[input_offsets[j-1], input_offsets[j])`` (``input_offsets[-1] := 0``), likewise the output.
     Returns ``(num_dense_output_rows, values.size(1))`` of ``values``' dtype.
     Launches: 9 (two pads for the starts, a gather and a difference for ``d``, four for ``src``,
-    the row gather).  Syncs: 1 if ``num_dense_output_rows`` is None, else 0.
+    the row gather); 10 when the size is read (the output lengths' difference, for a linear-work
+    ``repeat_interleave`` instead of a ``searchsorted``).  Syncs: 1 if ``num_dense_output_rows``
+    is None, else 0.
     """
     op = _SEL
     values = _values_2d(op, values)
@@ -142,7 +145,8 @@ def jagged_index_select_2d_forward_v2_npu(
                        "argument 'input_offsets' selects segments ending past "
                 f"values.size(0) ({n_rows})")  # fmt: skip
         total = checks.read_with([output_offsets[-1]])[0]
-        src = _u.rows_gather_index(d, output_offsets, total)
+        out_len = out_len if validate else out_pad[1:] - out_pad[:-1]
+        src = _u.rows_gather_index(d, output_offsets, total, lengths=out_len)
     else:
         total = num_dense_output_rows
         src = _u.rows_gather_index(d, output_offsets, total, clamp=validate)
@@ -248,15 +252,17 @@ def _jagged_select_index(
         checks.add(lengths.amin(), 0, None, "argument 'lengths' must be non-negative")
         checks.add(in_incl[-1], None, values.size(0), "argument 'lengths' must not sum past "
                    f"values.size(0) ({values.size(0)})")  # fmt: skip
+    lengths_arg: torch.Tensor | None = out_lengths
     if num_dense_output_rows is None:
         total = checks.read_with([out_incl[-1]])[0]
     else:
+        lengths_arg = None  # a given size may truncate: searchsorted
         total = num_dense_output_rows
         if validate:
             checks.add(out_incl[-1], total, None, f"argument 'num_dense_output_rows' ({total}) "
                        "must not exceed the sum of the selected lengths")  # fmt: skip
             checks.assert_on_device()
-    return _u.rows_gather_index(d, out_incl, total), out_lengths
+    return _u.rows_gather_index(d, out_incl, total, lengths=lengths_arg), out_lengths
 
 
 def _check_jagged_select_args(

@@ -93,15 +93,17 @@ def _keyed_select_index(
         checks.assert_on_device()
         return torch.zeros(0, dtype=torch.int64, device=values.device), out_lengths
     d = offsets[1:].index_select(0, sel) - out_incl
+    lengths_arg: torch.Tensor | None = out_lengths
     if selected_lengths_sum is None:
         total = checks.read_with([out_incl[-1]])[0]
     else:
+        lengths_arg = None  # a given size may truncate: searchsorted
         total = selected_lengths_sum
         if validate:
             checks.add(out_incl[-1], total, None, f"argument 'selected_lengths_sum' ({total}) "
                        "must not exceed the sum of the selected lengths")  # fmt: skip
             checks.assert_on_device()
-    return _u.rows_gather_index(d, out_incl, total), out_lengths
+    return _u.rows_gather_index(d, out_incl, total, lengths=lengths_arg), out_lengths
 
 
 def _check_keyed_args(

@@ -9,9 +9,10 @@ and ``segment_sum_csr`` on npu.
 * ``segment_sum_csr(batch_size, csr_seg, values)``: ``out[s] = sum(values[csr_seg[s] *
   batch_size : csr_seg[s + 1] * batch_size])``.
 
-Each is one ``searchsorted`` of the element positions against the segment boundaries plus a
-gather (the ranges) or an ``index_add_`` (the sum).  Semantics measured on upstream's CPU kernels
-(fbgemm-gpu-cpu 1.8.0):
+The ranges repeat each segment's start over the segment (``repeat_interleave`` with
+``output_size``: no sync, linear work) and subtract it from the positions; the sum sends every
+element to its segment with one ``searchsorted`` and adds with one ``index_add_``.  Semantics
+measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0):
 
 * index dtypes int32 / int64 (the output of the ranges keeps it); ``segment_sum_csr`` values
   float32, float16, bfloat16, int32, int64 (upstream refuses float64); every input is read flat
@@ -28,7 +29,7 @@ gather (the ranges) or an ``index_add_`` (the sum).  Semantics measured on upstr
   overlapping or empty segments), starts below 0 or ends past ``values`` (upstream reads out of
   bounds) is refused.
 
-Launches (``FBGEMM_NPU_VALIDATE=0``): ``offsets_range`` 4, ``lengths_range`` 6 (budget 6),
+Launches (``FBGEMM_NPU_VALIDATE=0``): ``offsets_range`` 6, ``lengths_range`` 6 (budget 6),
 ``segment_sum_csr`` 5 (7 for float16 / bfloat16: the float32 accumulator's two casts; budget 6).
 Syncs: ``lengths_range`` 1 when ``shape`` is None (the output size is the data's sum), else 0.
 """
@@ -78,9 +79,8 @@ def offsets_range_npu(offsets: torch.Tensor, range_size: int) -> torch.Tensor:
     """``out[j] = j - offsets[s(j)]``, ``s(j)`` the last segment starting at or before ``j``.
 
     ``offsets`` 1-D int32/int64 (starts of the segments, ``offsets[0] == 0``); output
-    ``(range_size,)`` of ``offsets``' dtype.  Launches: 4 (``arange``, ``searchsorted``, the
-    start gather, ``sub``), +1 for strided ``offsets`` (``searchsorted`` needs them contiguous).
-    Syncs: 0.
+    ``(range_size,)`` of ``offsets``' dtype.  Launches: 6 (the ends' pad, the lengths' ``sub``,
+    ``repeat_interleave`` of the starts (2), ``arange``, ``sub``).  Syncs: 0.
     """
     op = _OFFSETS_RANGE
     offsets = _u.check_index_tensor(op, "offsets", offsets)
@@ -99,10 +99,12 @@ def offsets_range_npu(offsets: torch.Tensor, range_size: int) -> torch.Tensor:
         checks.add(offsets[-1], None, range_size, f"argument 'offsets' must end within "
                    f"range_size ({range_size})")  # fmt: skip
         checks.assert_on_device()
+    # segment lengths (the last runs to range_size), then each segment's start repeated over
+    # it: repeat_interleave with output_size (no sync; linear work, unlike a searchsorted)
+    ends = nnf.pad(offsets[1:], (0, 1), value=range_size)
+    starts = torch.repeat_interleave(offsets, ends - offsets, output_size=range_size)
     positions = torch.arange(range_size, dtype=offsets.dtype, device=offsets.device)
-    # the count of later starts at or before j is the segment of j (offsets[0] == 0 <= j)
-    seg = torch.searchsorted(_u.contiguous(offsets[1:]), positions, right=True)
-    return positions - offsets.index_select(0, seg)
+    return positions - starts
 
 
 def _lengths_range(
@@ -139,15 +141,16 @@ def _lengths_range(
     positions = torch.arange(total, dtype=t_in.dtype, device=device)
     if complete is None or total == 0:
         return positions if out is None else out.copy_(positions)
-    seg = torch.searchsorted(complete[1:], positions, right=True)
-    return torch.sub(positions, complete.index_select(0, seg), out=out)
+    # each segment's start repeated over it (total == sum(t_in): checked above)
+    starts = torch.repeat_interleave(complete[:-1], t_in, output_size=total)
+    return torch.sub(positions, starts, out=out)
 
 
 def lengths_range_npu(t_in: torch.Tensor, shape: Sequence[int] | None = None) -> torch.Tensor:
     """``cat([arange(l) for l in t_in])`` (1-D, ``t_in``'s dtype int32/int64).
 
-    Launches: 6 (``cumsum``, the leading-zero pad, ``arange``, ``searchsorted``, the start
-    gather, ``sub``).  Syncs: 1 when ``shape`` is None, else 0.
+    Launches: 6 (``cumsum``, the leading-zero pad, ``repeat_interleave`` of the starts (2),
+    ``arange``, ``sub``).  Syncs: 1 when ``shape`` is None, else 0.
     """
     op = _LENGTHS_RANGE
     t_in = _u.check_index_tensor(op, "t_in", t_in)
