@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import torch
 
 __all__ = [
+    "DataChecks",
     "check_dtype",
     "check_on_device",
     "check_ndim",
@@ -154,3 +156,67 @@ def check_same_dtype(op: str, **tensors: torch.Tensor | None) -> torch.dtype | N
                 f"({dtype_name(t.dtype)}) must have the same dtype"
             )
     return None if first is None else first[1]
+
+
+@dataclass
+class _Cond:
+    value: torch.Tensor  # 0-d, on the device
+    lo: int | None
+    hi: int | None
+    what: str
+
+
+@dataclass
+class DataChecks:
+    """Data-dependent conditions ``lo <= value <= hi`` of one op call, verified together."""
+
+    op: str
+    items: list[_Cond] = field(default_factory=list)
+
+    def add(self, value: torch.Tensor, lo: int | None, hi: int | None, what: str) -> None:
+        """Require the 0-d device tensor ``value`` to lie in ``[lo, hi]`` (None: unbounded).
+
+        ``what`` names the argument and the expectation ("argument 'indices' must hold values in
+        [0, 5)"); the error message is ``"<op>: <what>; got <value>"``.
+        """
+        self.items.append(_Cond(value.reshape(()), lo, hi, what))
+
+    def _stacked(self, extra: Sequence[torch.Tensor]) -> torch.Tensor:
+        values = [*(v.reshape(()) for v in extra), *(c.value for c in self.items)]
+        # stack promotes mixed int32 / int64 statistics to int64 (one cast launch each); when
+        # all share a dtype no cast is needed
+        return torch.stack(values)
+
+    def read_with(self, extra: Sequence[torch.Tensor]) -> list[int]:
+        """Read ``extra`` (0-d device tensors) to the host in one copy, checking the conditions.
+
+        Launches: 1 (``stack``; casts to int64 add one each) when more than one scalar is read,
+        0 for one; syncs: 1.  Raises ``ValueError`` naming the op and the first failed condition.
+        """
+        if not self.items and len(extra) == 1:
+            return [int(extra[0].item())]
+        got = self._stacked(extra).tolist()
+        for cond, value in zip(self.items, got[len(extra) :], strict=True):
+            if (cond.lo is not None and value < cond.lo) or (
+                cond.hi is not None and value > cond.hi
+            ):
+                raise ValueError(f"{self.op}: {cond.what}; got {value}")
+        return [int(v) for v in got[: len(extra)]]
+
+    def assert_on_device(self) -> None:
+        """One ``_assert_async`` for every condition: 6 launches (none when empty), no sync."""
+        if not self.items:
+            return
+        values = self._stacked([])
+        info = torch.iinfo(values.dtype)
+        # a bound outside the dtype's range is no bound, except that an unreachable one must
+        # still fail: clamp it to the range and widen the other side (lo > hi never passes)
+        lo = [info.min if c.lo is None else min(max(info.min, c.lo), info.max) for c in self.items]
+        hi = [info.max if c.hi is None else max(min(info.max, c.hi), info.min) for c in self.items]
+        for i, c in enumerate(self.items):
+            if c.lo is not None and c.lo > info.max or c.hi is not None and c.hi < info.min:
+                lo[i], hi[i] = info.max, info.min  # nothing satisfies it
+        bounds = torch.tensor([lo, hi], dtype=values.dtype).to(values.device)
+        ok = (values.clamp(bounds[0], bounds[1]) == values).all()
+        what = "; ".join(c.what for c in self.items)
+        check_on_device(self.op, ok, f"expected all of: {what}")

@@ -23,11 +23,10 @@ Both are skipped when ``FBGEMM_NPU_VALIDATE=0`` (see ``_checks.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 
 from fbgemm_npu.native._checks import (
+    DataChecks,
     check_dtype,
     check_ndim,
     check_on_device,
@@ -72,8 +71,6 @@ WEIGHT_DTYPES: tuple[torch.dtype, ...] = (
 Out = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
 OutBuffers = tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]
 
-_I64 = torch.iinfo(torch.int64)
-
 
 def segment_gather_index(d: torch.Tensor, out_lengths: torch.Tensor, total: int) -> torch.Tensor:
     """``idx[j] = j + d[s]`` for every element ``j`` of output segment ``s``; int64 or int32.
@@ -88,57 +85,8 @@ def segment_gather_index(d: torch.Tensor, out_lengths: torch.Tensor, total: int)
     return idx
 
 
-@dataclass
-class _Bound:
-    value: torch.Tensor  # 0-d, on the device
-    lo: int | None
-    hi: int | None
-    what: str  # "argument 'permute' must hold indices in [0, 3)"
-
-
-@dataclass
-class Bounds:
-    """Data-dependent conditions ``lo <= value <= hi`` of one op call, checked together."""
-
-    op: str
-    items: list[_Bound] = field(default_factory=list)
-
-    def add(self, value: torch.Tensor, lo: int | None, hi: int | None, what: str) -> None:
-        """Require the 0-d device tensor ``value`` to lie in ``[lo, hi]`` (None: unbounded)."""
-        self.items.append(_Bound(value, lo, hi, what))
-
-    def _stacked(self, extra: list[torch.Tensor]) -> torch.Tensor:
-        # stack promotes int32 statistics to int64 when one of them is int64
-        return torch.stack([*extra, *(b.value for b in self.items)])
-
-    def read_with(self, extra: list[torch.Tensor]) -> list[int]:
-        """Read ``extra`` (0-d device tensors) to the host in one copy, checking the bounds too.
-
-        Launches: 1 (``stack``) when there is more than one scalar to read; syncs: 1.  Raises
-        ``ValueError`` naming the op and the first argument whose condition fails.
-        """
-        if not self.items and len(extra) == 1:
-            return [int(extra[0].item())]
-        got = self._stacked(extra).tolist()
-        for bound, value in zip(self.items, got[len(extra) :], strict=True):
-            if (bound.lo is not None and value < bound.lo) or (
-                bound.hi is not None and value > bound.hi
-            ):
-                raise ValueError(f"{self.op}: {bound.what}; got {value}")
-        return [int(v) for v in got[: len(extra)]]
-
-    def assert_on_device(self) -> None:
-        """One ``_assert_async`` for every condition: 6 launches (none when empty), no sync."""
-        if not self.items:
-            return
-        values = self._stacked([])
-        info = torch.iinfo(values.dtype)
-        lo = [max(info.min, _I64.min if b.lo is None else b.lo) for b in self.items]
-        hi = [min(info.max, _I64.max if b.hi is None else b.hi) for b in self.items]
-        bounds = torch.tensor([lo, hi], dtype=values.dtype).to(values.device)
-        ok = (values.clamp(bounds[0], bounds[1]) == values).all()
-        what = "; ".join(b.what for b in self.items)
-        check_on_device(self.op, ok, f"expected all of: {what}")
+# The permute checks are the shared data-check collector (one read or one _assert_async per call).
+Bounds = DataChecks
 
 
 def check_args(
