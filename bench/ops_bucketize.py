@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from bench.harness import Case, seeded
-from fbgemm_npu.native import bucketize as ours
+from fbgemm_npu.native.fbgemm.bucketize import bucketize as ours
 
 F = torch.ops.fbgemm
 T, B, MAX_LEN, ROWS = 26, 2048, 40, 10_000_000

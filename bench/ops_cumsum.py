@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from bench.harness import Case, seeded
-from fbgemm_npu.native import cumsum
+from fbgemm_npu.native.fbgemm.cumsum import cumsum
 
 F = torch.ops.fbgemm
 

@@ -13,7 +13,9 @@ from typing import Any
 import torch
 
 from bench.harness import Case, seeded
-from fbgemm_npu.native import batch_index_select, group_index_select, index_select, ranges
+from fbgemm_npu.native.fbgemm.index_select import batch as batch_index_select
+from fbgemm_npu.native.fbgemm.index_select import group as group_index_select
+from fbgemm_npu.native.fbgemm.index_select import index_select, ranges
 
 F = torch.ops.fbgemm
 B, D, MAX_L = 128, 128, 128  # upstream's jagged benchmark defaults

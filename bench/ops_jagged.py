@@ -21,7 +21,10 @@ from typing import Any
 import torch
 
 from bench.harness import Case, seeded
-from fbgemm_npu.native import jagged, jagged_elementwise, jagged_matmul, jagged_stacked
+from fbgemm_npu.native.fbgemm.jagged import elementwise as jagged_elementwise
+from fbgemm_npu.native.fbgemm.jagged import jagged
+from fbgemm_npu.native.fbgemm.jagged import matmul as jagged_matmul
+from fbgemm_npu.native.fbgemm.jagged import stacked as jagged_stacked
 
 F = torch.ops.fbgemm
 B, MAX_LEN, D = 128, 128, 128

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from bench.harness import Case, seeded
-from fbgemm_npu.native import permute as ours
+from fbgemm_npu.native.fbgemm.permute import permute as ours
 
 F = torch.ops.fbgemm
 T, B, MAX_LEN = 26, 2048, 40

@@ -21,7 +21,8 @@ from typing import Any
 import torch
 
 from bench.harness import Case, seeded
-from fbgemm_npu.native import merge, pooled, pooled_regroup
+from fbgemm_npu.native.fbgemm.pooled import merge, pooled
+from fbgemm_npu.native.fbgemm.pooled import regroup as pooled_regroup
 
 F = torch.ops.fbgemm
 T, D, B = 26, 128, 2048

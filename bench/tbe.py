@@ -34,7 +34,7 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
     SplitTableBatchedEmbeddingBagsCodegen,
 )
 
-from fbgemm_npu.native.tbe import KERNELS
+from fbgemm_npu.native.fbgemm.tbe.ops import KERNELS
 from fbgemm_npu.testing import counters
 
 __all__ = ["Shape", "main", "run"]

@@ -1,12 +1,13 @@
 """The one registrar: every kernel of fbgemm_npu reaches the dispatcher through this table.
 
-Each op family in ``fbgemm_npu/native/`` exports ``KERNELS``: a dict mapping a qualified op
-name (``"fbgemm::asynchronous_complete_cumsum"``) to ``{dispatch key: kernel}``.  Families that
-define new ops (the ``mxrec::`` ops of the seeds) also export ``SCHEMAS``: qualified name ->
-schema string.
-:func:`register_all` collects them and registers them with ``torch.library``; it is idempotent.
+Each op family, a package ``fbgemm_npu/native/<namespace>/<family>/``, exports ``KERNELS``: a
+dict mapping a qualified op name (``"fbgemm::asynchronous_complete_cumsum"``) to ``{dispatch key:
+kernel}``; ``SCHEMAS``: qualified name -> schema string, for the ops it defines itself (the
+``mxrec::`` ops of the seeds); and ``BUDGETS``: qualified name -> launch / AI-CPU / sync budget.
+:func:`register_all` walks the tree, collects the tables and registers them with
+``torch.library``; it is idempotent.
 
-Rules enforced here (DESIGN.md rules 1 and 2):
+Rules enforced here (docs/design.md, rules 1, 2 and 7):
 
 * only ``PrivateUse1``, ``AutogradPrivateUse1`` and ``Meta`` keys are accepted;
 * ``Meta`` only where upstream has no Meta kernel (we never override upstream);
@@ -22,10 +23,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from fbgemm_npu.native.family import Budget
+
 ALLOWED_KEYS: frozenset[str] = frozenset({"PrivateUse1", "AutogradPrivateUse1", "Meta"})
 
-# Packages whose public modules (names not starting with "_") export KERNELS / SCHEMAS.
-FAMILY_PACKAGES: tuple[str, ...] = ("fbgemm_npu.native",)
+# The root of the family tree: native/<namespace>/<family>/, public (no "_") packages only.
+NATIVE_ROOT = "fbgemm_npu.native"
 
 Kernel = Callable[..., object]
 
@@ -40,13 +43,17 @@ class Registry:
     registered: dict[str, list[str]] = field(default_factory=dict)
     defined: set[str] = field(default_factory=set)
     skipped: set[tuple[str, str]] = field(default_factory=set)
+    budgets: dict[str, Budget] = field(default_factory=dict)
+    families: dict[str, str] = field(default_factory=dict)
 
     def add(
         self,
         kernels: Mapping[str, Mapping[str, Kernel]],
         schemas: Mapping[str, str] | None = None,
+        budgets: Mapping[str, Budget] | None = None,
+        family: str = "",
     ) -> None:
-        """Add one family's table; refuses keys outside :data:`ALLOWED_KEYS` and duplicates."""
+        """Add one family's tables; refuses keys outside :data:`ALLOWED_KEYS` and duplicates."""
         for qualname, schema in (schemas or {}).items():
             _split(qualname)
             if qualname in self.schemas and self.schemas[qualname] != schema:
@@ -65,6 +72,14 @@ class Registry:
                 if key in slot and slot[key] is not fn:
                     raise ValueError(f"fbgemm_npu registry: {qualname} has two {key} kernels")
                 slot[key] = fn
+            if family:
+                if self.families.setdefault(qualname, family) != family:
+                    raise ValueError(f"fbgemm_npu registry: {qualname} is in two families")
+        for qualname, budget in (budgets or {}).items():
+            if qualname not in self.kernels:
+                raise ValueError(f"fbgemm_npu registry: budget for {qualname}, which has no kernel")
+            if self.budgets.setdefault(qualname, budget) != budget:
+                raise ValueError(f"fbgemm_npu registry: two budgets for {qualname}")
 
     def _library(self, ns: str, kind: str) -> torch.library.Library:
         lib = self.libraries.get((ns, kind))
@@ -123,21 +138,30 @@ def _op_exists(qualname: str) -> bool:
 REGISTRY = Registry()
 
 
-def family_modules(packages: Iterable[str] = FAMILY_PACKAGES) -> list[str]:
-    """Every op-family module: adding a family is adding a module, nothing else."""
-    names = []
-    for pkg_name in packages:
-        pkg = importlib.import_module(pkg_name)
-        for info in pkgutil.iter_modules(pkg.__path__):
-            if not info.name.startswith("_"):
-                names.append(f"{pkg_name}.{info.name}")
-    return sorted(names)
+def _subpackages(name: str) -> list[str]:
+    pkg = importlib.import_module(name)
+    return [
+        f"{name}.{info.name}"
+        for info in pkgutil.iter_modules(pkg.__path__)
+        if info.ispkg and not info.name.startswith("_")
+    ]
+
+
+def family_modules(root: str = NATIVE_ROOT) -> list[str]:
+    """Every op-family package, ``<root>.<namespace>.<family>``: adding a family is adding a
+    package, nothing else."""
+    return sorted(fam for ns in _subpackages(root) for fam in _subpackages(ns))
 
 
 def register_all(modules: Iterable[str] | None = None) -> Registry:
-    """Import every family module, add its tables and register them; idempotent."""
+    """Import every family package, add its tables and register them; idempotent."""
     for modname in family_modules() if modules is None else modules:
         mod = importlib.import_module(modname)
-        REGISTRY.add(getattr(mod, "KERNELS", {}), getattr(mod, "SCHEMAS", None))
+        REGISTRY.add(
+            getattr(mod, "KERNELS", {}),
+            getattr(mod, "SCHEMAS", None),
+            getattr(mod, "BUDGETS", None),
+            family=modname,
+        )
     REGISTRY.register()
     return REGISTRY

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from conformance.harness import materialize
 from conformance.specs.bucketize import block_budget, block_inputs, cyclic_budget, cyclic_inputs
-from fbgemm_npu.native import _bucketize_utils as ub
-from fbgemm_npu.native import bucketize as ours
+from fbgemm_npu.native.fbgemm.bucketize import _utils as ub
+from fbgemm_npu.native.fbgemm.bucketize import bucketize as ours
 from fbgemm_npu.testing import counters
 from fbgemm_npu.testing.counters import assert_budget
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fbgemm_npu  # noqa: F401  - imports upstream fbgemm_gpu (the oracle)
-from fbgemm_npu.native.cumsum import (
+from fbgemm_npu.native.fbgemm.cumsum.cumsum import (
     CUMSUM_DTYPES,
     asynchronous_complete_cumsum_npu,
     asynchronous_exclusive_cumsum_npu,

@@ -29,7 +29,7 @@ import torch.distributed as dist
 
 from fbgemm_npu.examples import dlrm
 from fbgemm_npu.examples.dlrm_train import SHARDING_TYPES
-from fbgemm_npu.examples.trace import trace
+from fbgemm_npu.testing.trace import trace
 
 MODELS = ("dlrm", "dcn")
 TINY = [

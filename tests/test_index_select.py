@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import torch
 
-import fbgemm_npu
 from conformance.specs.index_select import keyed_reference
 from conformance.specs.unique import unique_reference
-from fbgemm_npu.native import batch_index_select, index_select, ranges
+from fbgemm_npu.native.fbgemm.index_select import batch as batch_index_select
+from fbgemm_npu.native.fbgemm.index_select import index_select, ranges, unique
 from fbgemm_npu.testing.counters import assert_budget
 
 F = torch.ops.fbgemm
@@ -428,7 +428,7 @@ def test_kernels_run_on_cpu_tensors() -> None:
         F.batch_index_select_dim0(TAB, idx, [2, 3], [3, 4], [2, 3]),
     )
     assert torch.equal(ranges.lengths_range_npu(L), F.lengths_range(L))
-    got = fbgemm_npu.native.unique.jagged_unique_indices_npu(HSC, HSO, UOFF, UIND)
+    got = unique.jagged_unique_indices_npu(HSC, HSO, UOFF, UIND)
     for a, b in zip(got, unique_reference(HSC, HSO, UOFF, UIND), strict=True):
         assert torch.equal(a, b)
 

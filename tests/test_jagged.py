@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from conformance.specs.jagged_elementwise import to_jagged_reference, walk
-from fbgemm_npu.native import jagged as ours
+from fbgemm_npu.native.fbgemm.jagged import jagged as ours
 from fbgemm_npu.testing.counters import assert_budget, count
 
 F = torch.ops.fbgemm
@@ -439,6 +439,25 @@ def test_float_padding_rounds_like_upstream(dtype: torch.dtype, pad: float) -> N
     expected = F.jagged_to_padded_dense(v, [_OC], [3], pad)
     assert torch.equal(F.jagged_to_padded_dense(v.to(NPU), [_O], [3], pad).cpu(), expected)
 
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int32])
+@pytest.mark.parametrize("pad", [1e5, 1e40, 3e9, float("nan"), float("inf"), 65505.0])
+@pytest.mark.parametrize("max_len", [0, 2])
+def test_padding_out_of_range_with_no_values_raises_like_upstream(
+    dtype: torch.dtype, pad: float, max_len: int
+) -> None:
+    """With empty values upstream converts the padding with c10's overflow check (and raises);
+    ours must raise exactly then, naming the argument, and else give upstream's result."""
+    v, o = torch.ones(0, 2, dtype=dtype), torch.tensor([0, 0])
+    try:
+        expected = F.jagged_to_padded_dense(v, [o], [max_len], pad)
+    except RuntimeError:
+        with pytest.raises(ValueError, match="jagged_to_padded_dense: argument 'padding_value'"):
+            F.jagged_to_padded_dense(v.to(NPU), [o.to(NPU)], [max_len], pad)
+        return
+    got = F.jagged_to_padded_dense(v.to(NPU), [o.to(NPU)], [max_len], pad).cpu()
+    torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
 
 # ---- beyond upstream's CPU kernels --------------------------------------------------------------
 

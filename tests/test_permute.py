@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from conformance.specs.permute import expand_reference, permute_reference
-from fbgemm_npu.native import permute as ours
+from fbgemm_npu.native.fbgemm.permute import permute as ours
 from fbgemm_npu.testing.counters import assert_budget
 
 F = torch.ops.fbgemm

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import torch
 
-from fbgemm_npu.native import merge, pooled, pooled_regroup
+from fbgemm_npu.native.fbgemm.pooled import merge, pooled
+from fbgemm_npu.native.fbgemm.pooled import regroup as pooled_regroup
 from fbgemm_npu.testing.counters import Counter, assert_budget, count
 
 F = torch.ops.fbgemm

@@ -6,7 +6,7 @@ random batches through both, and compares outputs, weights and optimizer states.
 upstream's CPU build cannot run (Adam, LAMB, LARS, ...) are checked against the float64
 reference in ``tests/_tbe_reference.py`` instead.  Tolerances: fp32 1e-5 (SGD) / 1e-4 (adaptive
 optimizers); half precision: 1e-2 relative (one half-precision rounding of a sum, see
-``fbgemm_npu.native.tbe_forward``).
+``fbgemm_npu.native.fbgemm.tbe.forward``).
 """
 
 from __future__ import annotations
@@ -437,7 +437,7 @@ def test_lookup_budget_is_per_distinct_dim_and_independent_of_table_count(
     assert f_launch <= 10, f"forward: {f_launch} launches, budget 10 per distinct D"
     assert b_launch <= 40, f"backward + optimizer: {b_launch} launches, budget 40 per distinct D"
     # two distinct dims; every table of one dim starts at the same residue modulo that dim (see
-    # fbgemm_npu.native._tbe_utils: the launch count is per (dim, residue) class)
+    # fbgemm_npu.native.fbgemm.tbe._utils: the launch count is per (dim, residue) class)
     two_dims = _lookup_counts(monkeypatch, opt, [(30, 8), (30, 16), (26, 8), (40, 16)], B=3)
     assert two_dims[0][0] <= 2 * 10 and two_dims[1][0] <= 2 * 40, two_dims
 

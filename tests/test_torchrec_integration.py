@@ -40,10 +40,10 @@ from torchrec.modules.embedding_modules import EmbeddingBagCollection
 from torchrec.modules.regroup import KTRegroupAsDict
 from torchrec.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor, KeyedTensor
 
-from fbgemm_npu.examples.trace import trace
 from fbgemm_npu.integrations import torchrec as adapt
 from fbgemm_npu.integrations import torchrec_planner
 from fbgemm_npu.integrations.torchrec_symbols import SYMBOLS, TORCHREC_VERSION
+from fbgemm_npu.testing.trace import trace
 
 REPO = Path(__file__).resolve().parents[1]
 NPU = torch.device("npu", 0)

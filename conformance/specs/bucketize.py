@@ -43,8 +43,8 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.harness import Budget, Compare, OpSpec, TensorView, Tol
-from fbgemm_npu.native._bucketize_utils import host_divmod_constants, pow2_shift
 from fbgemm_npu.native._checks import validation_enabled
+from fbgemm_npu.native.fbgemm.bucketize._utils import host_divmod_constants, pow2_shift
 
 F = torch.ops.fbgemm
 EXACT = Compare({d: Tol(rtol=0.0, atol=0.0) for d in (torch.float16, torch.bfloat16,

@@ -14,7 +14,7 @@ Oracles: upstream's CPU kernels (exact: every output is a copy, except the adds)
 :func:`keyed_reference` (plain Python loops over the segments, read from upstream's CUDA kernel)
 on the CPU side.  Gradients: ``[grad]`` specs on float values; repeated segments make them sums
 (``SUMS`` tolerances: upstream adds in the values' dtype in a thread-dependent order, ours in
-another order).  Budgets: the kernels' launch counts (``fbgemm_npu.native.index_select``) plus the
+another order).  Budgets: the kernels' launch counts (``native/fbgemm/index_select``) plus the
 data checks' fixed cost when ``FBGEMM_NPU_VALIDATE`` is on; 1 sync when no output size is given.
 """
 

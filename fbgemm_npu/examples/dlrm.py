@@ -205,7 +205,7 @@ def _run_one(args: argparse.Namespace, model: str, sharding_type: str, device: A
     import torch.distributed as dist
 
     from fbgemm_npu.examples import dlrm_train
-    from fbgemm_npu.examples.trace import trace
+    from fbgemm_npu.testing.trace import trace
 
     rank = dist.get_rank()
     cfg = _config(args, model, sharding_type)

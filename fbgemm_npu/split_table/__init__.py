@@ -1,15 +1,14 @@
-"""Table-batched embeddings (TBE) on npu.
+"""Upstream's TBE Python classes on npu: what adapts them, not what they compute.
 
-* :mod:`fbgemm_npu.split_table.lookup`: the autograd function behind every
-  ``split_embedding_codegen_lookup_<opt>_function_pt2`` op on npu (forward, and a backward that
-  applies the optimizer to the touched rows in place);
-* :mod:`fbgemm_npu.split_table.optimizers`: the optimizers' math over de-duplicated rows;
-* :mod:`fbgemm_npu.split_table.dense`: ``dense_embedding_codegen_lookup_function``.
+The per-call TBE kernels (forward, backward, optimizers, the lookup autograd, the dense TBE,
+metadata) are the tbe family, :mod:`fbgemm_npu.native.fbgemm.tbe`; this package only adapts the
+classes:
 
-The kernels need a TBE's layout (``D_offsets``, ``weights_offsets``, the optimizer states'
-offsets) on the host.  :func:`register_tbe_layout` hands it over from the host-side attributes of
-upstream's module, so that no call needs a host sync to learn it (otherwise the first call with a
-new layout reads it back once); :func:`register_host_values` does the same for one tensor.
+* :mod:`fbgemm_npu.split_table.device`: the narrow patches that let upstream's classes run on npu;
+* :func:`register_tbe_layout`: hands a TBE's layout (``D_offsets``, ``weights_offsets``, the
+  optimizer states' offsets) from the host-side attributes of upstream's module to the kernels'
+  cache, so that no call needs a host sync to learn it (otherwise the first call with a new
+  layout reads it back once); :func:`register_host_values` does the same for one tensor.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from itertools import accumulate
 
 import torch
 
-from fbgemm_npu.native._tbe_utils import register_host_values
+from fbgemm_npu.native.fbgemm.tbe._utils import register_host_values
 
 __all__ = ["register_host_values", "register_tbe_layout"]
 

@@ -38,13 +38,14 @@ device ``index_put_`` does not order them).  Well-formed offsets never overlap.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from fbgemm_npu.native._checks import check_ndim, validation_enabled
-from fbgemm_npu.native._jagged_utils import (
+from fbgemm_npu.native.fbgemm.jagged._utils import (
     assert_no_bad,
     check_max_lengths,
     check_offsets,
@@ -106,6 +107,8 @@ def to_dense(
     n = values.size(0)
     inner = 1 if folded else values.size(-1)
     out_shape = (offsets[0].numel() - 1, *lengths, *(() if folded else (inner,)))
+    if values.numel() == 0:
+        _check_padding_fits(op, padding_value, values.dtype)
     pad_value = padding_scalar(padding_value, values.dtype)
     if numel_of(out_shape) == 0:
         return values.new_empty(out_shape)
@@ -185,6 +188,21 @@ def jagged_to_padded_dense_forward_npu(
 ) -> torch.Tensor:
     """``fbgemm::jagged_to_padded_dense_forward``: see the module docstring (11 launches, k=1)."""
     return to_dense(_J2D_FWD, values, offsets, max_lengths, padding_value)
+
+
+def _check_padding_fits(op: str, padding_value: float, dtype: torch.dtype) -> None:
+    """With no values upstream fills the output through c10's checked scalar conversion, which
+    refuses a ``padding_value`` outside ``dtype``'s range (even for an empty output; infinities
+    and NaN pass for float types, not for integers); ours checks the same on the host."""
+    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+    if dtype.is_floating_point and not math.isfinite(padding_value):
+        return
+    if math.isfinite(padding_value) and info.min <= padding_value <= info.max:
+        return
+    raise ValueError(
+        f"{op}: argument 'padding_value' ({padding_value}) cannot be converted to {dtype} "
+        "without overflow (upstream raises the same when 'values' is empty)"
+    )
 
 
 def jagged_to_padded_dense_npu(

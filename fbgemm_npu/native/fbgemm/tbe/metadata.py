@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 
 from fbgemm_npu.native._checks import check_on_device, check_tensor
-from fbgemm_npu.native._tbe_utils import arange_cached
-from fbgemm_npu.native.tbe_forward import vbe_row_output_offsets
+from fbgemm_npu.native.fbgemm.tbe._utils import arange_cached
+from fbgemm_npu.native.fbgemm.tbe.forward import vbe_row_output_offsets
 
 __all__ = [
     "KERNELS",

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native import _index_select_utils as _u
 from fbgemm_npu.native._checks import (
     check_dtype,
     check_ndim,
@@ -34,7 +33,8 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
-from fbgemm_npu.native.index_select import VALUE_DTYPES
+from fbgemm_npu.native.fbgemm.index_select import _utils as _u
+from fbgemm_npu.native.fbgemm.index_select.index_select import VALUE_DTYPES
 
 __all__ = ["KERNELS", "keyed_jagged_index_select_dim1_npu"]
 

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native import _index_select_utils as _u
 from fbgemm_npu.native._checks import check_same_device, validation_enabled
+from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = ["KERNELS", "jagged_unique_indices_npu"]
 

@@ -33,8 +33,8 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
-from fbgemm_npu.native._jagged_utils import INDEX_DTYPES, assert_no_bad, dense_index
-from fbgemm_npu.native.jagged import READ_CHECK, needs_grad
+from fbgemm_npu.native.fbgemm.jagged._utils import INDEX_DTYPES, assert_no_bad, dense_index
+from fbgemm_npu.native.fbgemm.jagged.jagged import READ_CHECK, needs_grad
 
 __all__ = [
     "KERNELS",

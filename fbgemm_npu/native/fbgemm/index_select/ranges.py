@@ -42,7 +42,6 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as nnf
 
-from fbgemm_npu.native import _index_select_utils as _u
 from fbgemm_npu.native._checks import (
     check_dtype,
     check_same_device,
@@ -50,6 +49,7 @@ from fbgemm_npu.native._checks import (
     dtype_name,
     validation_enabled,
 )
+from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = [
     "KERNELS",

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 import torch
 
-from fbgemm_npu.native import _pooled_utils as plans
 from fbgemm_npu.native._checks import check_dtype, check_same_device, check_same_dtype, check_tensor
+from fbgemm_npu.native.fbgemm.pooled import _utils as plans
 
 __all__ = [
     "KERNELS",

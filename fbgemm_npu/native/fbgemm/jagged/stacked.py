@@ -35,14 +35,14 @@ import torch
 import torch.nn.functional as F
 
 from fbgemm_npu.native._checks import check_dtype, check_ndim, check_tensor, validation_enabled
-from fbgemm_npu.native._jagged_utils import (
+from fbgemm_npu.native.fbgemm.jagged._utils import (
     INDEX_DTYPES,
     assert_no_bad,
     check_values,
     padding_scalar,
     write_bad,
 )
-from fbgemm_npu.native.jagged import READ_CHECK, needs_grad
+from fbgemm_npu.native.fbgemm.jagged.jagged import READ_CHECK, needs_grad
 
 __all__ = ["KERNELS", "stacked_jagged_1d_to_dense_npu", "stacked_jagged_2d_to_dense_npu"]
 

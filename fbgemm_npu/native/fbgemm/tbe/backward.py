@@ -8,7 +8,7 @@ weight (1 unweighted), divided by the bag length for MEAN; pooling NONE takes ro
 once.  Indices past ``offsets[-1]`` get no gradient.  With ``gradient_clipping`` the caller
 first clamps ``grad_output`` to ``[-max_gradient, max_gradient]``, as upstream does.
 
-Program per table class (:mod:`fbgemm_npu.native._tbe_utils`), without a host sync and without a
+Program per table class (:mod:`._utils`), without a host sync and without a
 buffer the size of a table -- every intermediate is ``O(L x D)`` for ``L`` indices:
 
 1. sort the de-duplication keys (``weights row + 1``; 0 for indices of other classes, which so
@@ -21,7 +21,7 @@ buffer the size of a table -- every intermediate is ``O(L x D)`` for ``L`` indic
    every buffer (duplicates of a run write identical values, so the result is deterministic);
    a slot whose key is 0 is empty or holds the other classes' run: it must change nothing.
 
-The optimizer (``fbgemm_npu.split_table.optimizers``) computes new values for the ``L`` run slots
+The optimizer (:mod:`.optimizers`) computes new values for the ``L`` run slots
 (or, in its fast form, updates that are exact zeros on skipped slots, added as they are);
 :func:`write_rows` adds ``new - old`` at each valid slot's row with ``index_add`` and 0 at the
 others, so padding slots and foreign runs change nothing; the new value is rounded
@@ -41,8 +41,8 @@ from dataclasses import dataclass
 
 import torch
 
-from fbgemm_npu.native._tbe_utils import TableClass, TbePlan, arange_cached
-from fbgemm_npu.native.tbe_forward import POOLING_MEAN, POOLING_NONE, ForwardState, VbeArgs
+from fbgemm_npu.native.fbgemm.tbe._utils import TableClass, TbePlan, arange_cached
+from fbgemm_npu.native.fbgemm.tbe.forward import POOLING_MEAN, POOLING_NONE, ForwardState, VbeArgs
 
 __all__ = ["RunSlots", "accumulate_rows", "aggregate_class", "grad_rows_unsorted", "write_rows"]
 

@@ -4,7 +4,7 @@ DenseTableBatchedEmbeddingBagsCodegen keeps all tables in one flat ``nn.Paramete
 with a standard torch optimizer, so this lookup's backward returns the dense gradient of that
 parameter (the size of the tables, as upstream's does) instead of updating rows in place:
 ``grad[row of index i] += s_i * grad_output[bag of i, columns of its feature]``, accumulated with
-``index_put_(accumulate=True)``.  The forward is :func:`fbgemm_npu.native.tbe_forward.tbe_forward`.
+``index_put_(accumulate=True)``.  The forward is :func:`.forward.tbe_forward`.
 
 Launches of the backward per table class: zeros (once) + the gradient rows (2-3) + scale (0-3) +
 member mask (1) + index_put_ (1); 0 syncs.
@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from fbgemm_npu.native._tbe_utils import class_view, get_plan
-from fbgemm_npu.native.tbe_backward import _index_scale, grad_rows_unsorted
-from fbgemm_npu.native.tbe_forward import VbeArgs, output_dtype_of, tbe_forward
+from fbgemm_npu.native.fbgemm.tbe._utils import class_view, get_plan
+from fbgemm_npu.native.fbgemm.tbe.backward import _index_scale, grad_rows_unsorted
+from fbgemm_npu.native.fbgemm.tbe.forward import VbeArgs, output_dtype_of, tbe_forward
 
 __all__ = ["dense_lookup_autograd", "dense_lookup_forward"]
 

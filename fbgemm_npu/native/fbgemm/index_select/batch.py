@@ -5,7 +5,7 @@ The op selects rows of ``T`` tables stored back to back in one flat ``inputs`` (
 table) and returns them flat, table after table; with ``permute_output_dim_0_1`` the output is
 ``[n, sum(input_columns)]`` flattened (row ``i`` of every table side by side).  Output element
 ``e`` of selected row ``k`` (table ``t``, column ``c``) reads ``inputs[O[t] + indices[k] * C[t] +
-c]``; :func:`~fbgemm_npu.native._index_select_utils.table_gather` builds that index with a fixed
+c]``; :func:`._utils.table_gather` builds that index with a fixed
 number of launches whatever ``T`` (no loop over tables), per row when every table has the same
 width, per element otherwise.  The backward scatters the output gradient back with one
 ``index_add_`` (upstream CPU's formula), reusing the forward's gather index.
@@ -29,13 +29,13 @@ from collections.abc import Sequence
 
 import torch
 
-from fbgemm_npu.native import _index_select_utils as _u
 from fbgemm_npu.native._checks import (
     check_ndim,
     check_same_device,
     check_tensor,
     validation_enabled,
 )
+from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = ["KERNELS", "batch_index_select_dim0_npu"]
 

@@ -34,14 +34,20 @@ from __future__ import annotations
 import torch
 
 from fbgemm_npu.native._checks import check_dtype, check_ndim, check_tensor, validation_enabled
-from fbgemm_npu.native._jagged_utils import (
+from fbgemm_npu.native.fbgemm.jagged._utils import (
     assert_no_bad,
     check_offsets,
     check_values,
     dense_index,
     write_bad,
 )
-from fbgemm_npu.native.jagged import WRITE_CHECK, needs_grad, scatter_rows, to_dense, to_jagged
+from fbgemm_npu.native.fbgemm.jagged.jagged import (
+    WRITE_CHECK,
+    needs_grad,
+    scatter_rows,
+    to_dense,
+    to_jagged,
+)
 
 __all__ = [
     "KERNELS",

@@ -54,8 +54,8 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native import _permute_utils as _pi
 from fbgemm_npu.native._checks import check_ndim, check_same_dtype
+from fbgemm_npu.native.fbgemm.permute import _utils as _pi
 
 __all__ = [
     "KERNELS",

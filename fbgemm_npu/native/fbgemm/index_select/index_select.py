@@ -8,7 +8,7 @@ A jagged tensor is ``values`` (one row per element) cut into segments; selecting
     src[r] = r + d[s],   d[s] = (start of input segment indices[s]) - (start of output segment s)
 
 ``s = searchsorted(output_ends, r, right=True)``; every op below is a few launches building ``d``,
-then :func:`~fbgemm_npu.native._index_select_utils.rows_gather_index` and one gather.  The
+then :func:`~fbgemm_npu.native.fbgemm.index_select._utils.rows_gather_index` and one gather.  The
 backward (``jagged_index_add``) is the adjoint: ``zeros.index_add_(0, src, grad)``.
 
 Semantics measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0) and read from its CUDA ones:
@@ -42,7 +42,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as nnf
 
-from fbgemm_npu.native import _index_select_utils as _u
 from fbgemm_npu.native._checks import (
     check_dtype,
     check_ndim,
@@ -50,6 +49,7 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
+from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = [
     "KERNELS",

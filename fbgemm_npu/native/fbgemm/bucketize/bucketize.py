@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native import _bucketize_utils as ub
 from fbgemm_npu.native._checks import (
     check_dtype,
     check_on_device,
@@ -63,6 +62,7 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
+from fbgemm_npu.native.fbgemm.bucketize import _utils as ub
 
 __all__ = [
     "KERNELS",

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native import _pooled_utils as plans
 from fbgemm_npu.native._checks import (
     check_dtype,
     check_on_device,
@@ -29,6 +28,7 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
+from fbgemm_npu.native.fbgemm.pooled import _utils as plans
 
 __all__ = [
     "KERNELS",

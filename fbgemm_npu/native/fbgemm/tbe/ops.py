@@ -4,16 +4,16 @@
 defines a pt2 lookup for (SSD variants excluded): upstream registers them at CUDA, Meta and the
 Autograd alias only, and its C++ autograd refuses npu tensors; we register
 
-* ``AutogradPrivateUse1``: :class:`fbgemm_npu.split_table.lookup.SplitLookupFunction` -- the
+* ``AutogradPrivateUse1``: :class:`fbgemm_npu.native.fbgemm.tbe.lookup.SplitLookupFunction` -- the
   lookup, with a backward that applies the fused optimizer to the weights and states in place;
 * ``PrivateUse1``: the forward alone (reached when autograd is not involved).
 
 Upstream's Meta kernels stay in charge of shapes.  The metadata ops (``bounds_check_indices``,
-``get_infos_metadata``, ``generate_vbe_metadata``) live in :mod:`fbgemm_npu.native.tbe_metadata`;
+``get_infos_metadata``, ``generate_vbe_metadata``) live in :mod:`.metadata`;
 ``dense_embedding_codegen_lookup_function`` is registered here.
 
-Launch counts: see :mod:`fbgemm_npu.native.tbe_forward` (forward) and
-:mod:`fbgemm_npu.native.tbe_backward` plus :mod:`fbgemm_npu.split_table.optimizers` (backward).
+Launch counts: see :mod:`.forward` (forward) and
+:mod:`.backward` plus :mod:`.optimizers` (backward).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from fbgemm_npu.split_table.dense import dense_lookup_autograd, dense_lookup_forward
-from fbgemm_npu.split_table.lookup import (
+from fbgemm_npu.native.fbgemm.tbe.dense import dense_lookup_autograd, dense_lookup_forward
+from fbgemm_npu.native.fbgemm.tbe.lookup import (
     lookup_forward_only,
     op_name,
     parse_call,

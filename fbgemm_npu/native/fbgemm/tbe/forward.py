@@ -22,7 +22,7 @@ upstream accumulates in fp32 -- a difference of one half-precision rounding, wit
 half-precision tolerances.  Per-sample weights are rounded to the weights' dtype for the same
 reason (the kernel takes them in that dtype).
 
-Program (per call, then per table class of :mod:`fbgemm_npu.native._tbe_utils`):
+Program (per call, then per table class of :mod:`fbgemm_npu.native.fbgemm.tbe._utils`):
 
 1. ``bag = searchsorted(offsets[1:], arange(L), right=True)``: the bag of each index (``T * B``
    for indices past ``offsets[-1]``, which upstream ignores); ``t = bag // B`` (VBE: searchsorted
@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fbgemm_npu.native._tbe_utils import TbePlan, arange_cached, class_view
+from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, arange_cached, class_view
 
 __all__ = [
     "POOLING_MEAN",
@@ -170,7 +170,7 @@ def _set_grad_rows(
     plan: TbePlan, mats: list[torch.Tensor], bag: torch.Tensor, B: int, pooling_mode: int, vbe: bool
 ) -> None:
     """Row 2 of each index matrix := the row of the index's gradient in the backward's view of
-    ``grad_output`` (``fbgemm_npu.native.tbe_backward``): sample ``b`` and member ``j`` give
+    ``grad_output`` (``fbgemm_npu.native.fbgemm.tbe.backward``): sample ``b`` and member ``j`` give
     ``b * T_c + j`` (pooled), the bag with VBE, the index itself with pooling NONE.  Done here so
     that the backward gets it permuted with the rest of the matrix.  Launches: 1 per class (+1
     shared remainder)."""

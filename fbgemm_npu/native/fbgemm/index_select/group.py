@@ -3,7 +3,7 @@
 Output ``i`` is ``input_group[i].index_select(0, indices_group[i])`` (any rank, any dtype; the
 group may mix dtypes and index types).  Rather than one gather per member, the members of one
 dtype are concatenated (as rows when they share a row width, flat otherwise) and gathered once
-with :func:`~fbgemm_npu.native._index_select_utils.table_gather` (the ``batch_index_select_dim0``
+with :func:`._utils.table_gather` (the ``batch_index_select_dim0``
 program); the outputs are views of the one gathered buffer.  The backward scatters every output
 gradient back with one ``index_add_`` per dtype, split into one gradient per input.
 
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 
 import torch
 
-from fbgemm_npu.native import _index_select_utils as _u
 from fbgemm_npu.native._checks import check_same_device, check_tensor, validation_enabled
+from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = ["KERNELS", "group_index_select_dim0_npu"]
 

@@ -4,9 +4,9 @@ Upstream's Python invokers (``fbgemm_gpu/split_embedding_codegen_lookup_invokers
 op per optimizer with the tables packed into lists (``weights``, ``momentum1``, ...) and the
 rest into ``aux_*`` / ``optim_*`` lists; :func:`parse_call` unpacks them by name, whatever the
 optimizer.  :class:`SplitLookupFunction` is our autograd function for all of them: its forward
-is :func:`fbgemm_npu.native.tbe_forward.tbe_forward`; its backward de-duplicates the touched rows
-(:mod:`fbgemm_npu.native.tbe_backward`) and applies the optimizer
-(:mod:`fbgemm_npu.split_table.optimizers`) to the weights and states *in place*, as upstream's
+is :func:`.forward.tbe_forward`; its backward de-duplicates the touched rows
+(:mod:`.backward`) and applies the optimizer
+(:mod:`fbgemm_npu.native.fbgemm.tbe.optimizers`) to the weights and states *in place*, as upstream's
 fused backward does, returning no gradient for ``placeholder_autograd_tensor`` (upstream returns
 an undefined tensor too), the per-sample-weight gradient when those require grad, and, for the
 ``none`` optimizer, the weights' gradient as upstream's sparse COO tensor ``[total_hash_size,
@@ -32,14 +32,14 @@ from typing import Any
 
 import torch
 
-from fbgemm_npu.native._tbe_utils import TableClass, TbePlan, class_view, get_plan
-from fbgemm_npu.native.tbe_backward import (
+from fbgemm_npu.native.fbgemm.tbe._utils import TableClass, TbePlan, class_view, get_plan
+from fbgemm_npu.native.fbgemm.tbe.backward import (
     accumulate_rows,
     aggregate_class,
     grad_rows_unsorted,
     write_rows,
 )
-from fbgemm_npu.native.tbe_forward import (
+from fbgemm_npu.native.fbgemm.tbe.forward import (
     POOLING_MEAN,
     POOLING_NONE,
     ForwardState,
@@ -47,7 +47,7 @@ from fbgemm_npu.native.tbe_forward import (
     output_dtype_of,
     tbe_forward,
 )
-from fbgemm_npu.split_table.optimizers import OPTIMIZERS, StepArgs, gwd_factor
+from fbgemm_npu.native.fbgemm.tbe.optimizers import OPTIMIZERS, StepArgs, gwd_factor
 
 __all__ = ["LookupCall", "SplitLookupFunction", "lookup_forward_only", "parse_call", "run_lookup"]
 
@@ -230,7 +230,7 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
 def _gwd_index_scale(call: LookupCall) -> Any:
     """The forward's per-index global-weight-decay factor (None without GWD): upstream's forward
     scales each looked-up row by the decay still pending on it.  Launches: 4 + those of
-    :func:`~fbgemm_npu.split_table.optimizers.gwd_factor`."""
+    :func:`~fbgemm_npu.native.fbgemm.tbe.optimizers.gwd_factor`."""
     gwd = call.gwd
     if gwd is None:
         return None

@@ -1,0 +1,13 @@
+"""The bucketize family: ``block_bucketize_sparse_features`` (and its variants) and
+``bucketize_sparse_features``."""
+
+from __future__ import annotations
+
+from fbgemm_npu.native.family import Budget, merge_kernels
+from fbgemm_npu.native.fbgemm.bucketize import bucketize
+
+KERNELS = merge_kernels(
+    bucketize.KERNELS,
+)
+SCHEMAS: dict[str, str] = {}
+BUDGETS: dict[str, Budget] = {}

@@ -1,0 +1,18 @@
+"""The index-select family: jagged, keyed, batch and group index selects, ranges, segment sums,
+unique indices."""
+
+from __future__ import annotations
+
+from fbgemm_npu.native.family import Budget, merge_kernels
+from fbgemm_npu.native.fbgemm.index_select import batch, group, index_select, keyed, ranges, unique
+
+KERNELS = merge_kernels(
+    index_select.KERNELS,
+    keyed.KERNELS,
+    batch.KERNELS,
+    group.KERNELS,
+    ranges.KERNELS,
+    unique.KERNELS,
+)
+SCHEMAS: dict[str, str] = {}
+BUDGETS: dict[str, Budget] = {}

@@ -1,0 +1,15 @@
+"""The jagged family: jagged <-> dense, stacked jagged, jagged-dense elementwise and matmul."""
+
+from __future__ import annotations
+
+from fbgemm_npu.native.family import Budget, merge_kernels
+from fbgemm_npu.native.fbgemm.jagged import elementwise, jagged, matmul, stacked
+
+KERNELS = merge_kernels(
+    jagged.KERNELS,
+    elementwise.KERNELS,
+    matmul.KERNELS,
+    stacked.KERNELS,
+)
+SCHEMAS: dict[str, str] = {}
+BUDGETS: dict[str, Budget] = {}
