@@ -9,7 +9,7 @@ the budget tests (``tests/<namespace>/<family>/``), the conformance harness, ``d
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["Budget", "Kernels", "merge_kernels"]
 
@@ -26,9 +26,11 @@ class Budget:
     contract scales it).  ``checks``: what the data checks add when on (the default).
     ``syncs``: host synchronisations with every optional size argument given; ``syncs_unsized``
     where the op's contract forces a read-back when one is omitted (``None``: no such argument).
-    ``ai_cpu``: launches a 910B runs on its AI CPU (docs/hardware.md).  ``target``: the catalogue's
-    target (docs/ops.md) where ``launches`` exceeds it, and ``note`` says why and what would close
-    the gap; a budget is never loosened silently.
+    ``paths``: the launch ceiling of named argument paths that cost more or less than the main
+    one (``{"total_num_blocks": 34}``), each written here once; tests and specs name the path
+    they exercise.  ``ai_cpu``: launches a 910B runs on its AI CPU (docs/hardware.md).
+    ``target``: the catalogue's target (docs/ops.md) where ``launches`` exceeds it, and ``note``
+    says why and what would close the gap; a budget is never loosened silently.
     """
 
     launches: int
@@ -37,6 +39,7 @@ class Budget:
     syncs_unsized: int | None = None
     ai_cpu: int = 0
     per: str = "call"
+    paths: Mapping[str, int] = field(default_factory=dict)
     target: int | None = None
     note: str = ""
 
@@ -49,9 +52,13 @@ class Budget:
         if self.target is not None and not self.note:
             raise ValueError("Budget: a launch count over its target needs a note saying why")
 
-    def launch_limit(self, validating: bool, units: int = 1) -> int:
-        """Launches one call may take over ``units`` (jagged dims, distinct D, inputs)."""
-        return self.launches * units + (self.checks if validating else 0)
+    def launch_limit(self, validating: bool, units: int = 1, path: str | None = None) -> int:
+        """Launches one call may take over ``units`` (jagged dims, distinct D, inputs) on the
+        main argument path or on the named ``path``, with the data checks on or off."""
+        if path is not None and path not in self.paths:
+            raise KeyError(f"Budget: no path {path!r}; known: {sorted(self.paths)}")
+        launches = self.launches if path is None else self.paths[path]
+        return launches * units + (self.checks if validating else 0)
 
     def sync_limit(self, sized: bool = True) -> int:
         """Syncs one call may take; ``sized=False`` when an optional size argument is omitted."""

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from fbgemm_npu.native.family import Budget, merge_kernels
+from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.bucketize import bucketize
+from fbgemm_npu.native.fbgemm.bucketize.budgets import BUDGETS
 
 KERNELS = merge_kernels(
     bucketize.KERNELS,
 )
 SCHEMAS: dict[str, str] = {}
-BUDGETS: dict[str, Budget] = {}
+
+__all__ = ["BUDGETS", "KERNELS", "SCHEMAS"]

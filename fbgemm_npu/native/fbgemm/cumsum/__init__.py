@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from fbgemm_npu.native.family import Budget, merge_kernels
+from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.cumsum import cumsum
+from fbgemm_npu.native.fbgemm.cumsum.budgets import BUDGETS
 
 KERNELS = merge_kernels(
     cumsum.KERNELS,
 )
 SCHEMAS: dict[str, str] = {}
-BUDGETS: dict[str, Budget] = {}
+
+__all__ = ["BUDGETS", "KERNELS", "SCHEMAS"]

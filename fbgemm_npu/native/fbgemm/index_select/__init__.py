@@ -3,8 +3,9 @@ unique indices."""
 
 from __future__ import annotations
 
-from fbgemm_npu.native.family import Budget, merge_kernels
+from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.index_select import batch, group, index_select, keyed, ranges, unique
+from fbgemm_npu.native.fbgemm.index_select.budgets import BUDGETS
 
 KERNELS = merge_kernels(
     index_select.KERNELS,
@@ -15,4 +16,5 @@ KERNELS = merge_kernels(
     unique.KERNELS,
 )
 SCHEMAS: dict[str, str] = {}
-BUDGETS: dict[str, Budget] = {}
+
+__all__ = ["BUDGETS", "KERNELS", "SCHEMAS"]

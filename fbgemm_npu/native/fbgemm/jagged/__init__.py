@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from fbgemm_npu.native.family import Budget, merge_kernels
+from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.jagged import elementwise, jagged, matmul, stacked
+from fbgemm_npu.native.fbgemm.jagged.budgets import BUDGETS
 
 KERNELS = merge_kernels(
     jagged.KERNELS,
@@ -12,4 +13,5 @@ KERNELS = merge_kernels(
     stacked.KERNELS,
 )
 SCHEMAS: dict[str, str] = {}
-BUDGETS: dict[str, Budget] = {}
+
+__all__ = ["BUDGETS", "KERNELS", "SCHEMAS"]

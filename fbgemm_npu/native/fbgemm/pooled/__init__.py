@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from fbgemm_npu.native.family import Budget, merge_kernels
+from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.pooled import merge, pooled, regroup
+from fbgemm_npu.native.fbgemm.pooled.budgets import BUDGETS
 
 KERNELS = merge_kernels(
     pooled.KERNELS,
@@ -11,4 +12,5 @@ KERNELS = merge_kernels(
     merge.KERNELS,
 )
 SCHEMAS: dict[str, str] = {}
-BUDGETS: dict[str, Budget] = {}
+
+__all__ = ["BUDGETS", "KERNELS", "SCHEMAS"]

@@ -3,12 +3,14 @@ optimizers, metadata, the dense TBE)."""
 
 from __future__ import annotations
 
-from fbgemm_npu.native.family import Budget, merge_kernels
+from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.tbe import metadata, ops
+from fbgemm_npu.native.fbgemm.tbe.budgets import BUDGETS
 
 KERNELS = merge_kernels(
     ops.KERNELS,
     metadata.KERNELS,
 )
 SCHEMAS: dict[str, str] = {}
-BUDGETS: dict[str, Budget] = {}
+
+__all__ = ["BUDGETS", "KERNELS", "SCHEMAS"]
