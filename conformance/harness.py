@@ -2,7 +2,8 @@
 
 An :class:`OpSpec` says how to call an op, which inputs are valid (a hypothesis strategy), how to
 compare (exact for integer / bool outputs, per-dtype tolerances for floats), when a float64
-reference replaces upstream as the oracle, and the op's launch / sync budget from OPS.md.
+reference replaces upstream as the oracle, and which entry of the op's ``BUDGETS`` (its family's
+``budgets.py``, the one place a budget is written) a call is held to.
 :func:`run_example` runs one drawn input on both sides and returns a :class:`CaseResult`; it never
 compares ours against our own implementation (DESIGN.md rule 4).
 """
@@ -18,6 +19,8 @@ import torch
 from hypothesis import strategies as st
 from torch.utils._pytree import tree_flatten, tree_map
 
+from fbgemm_npu._registry import REGISTRY
+from fbgemm_npu.native._checks import validation_enabled
 from fbgemm_npu.testing import counters
 
 # If upstream raises one of these for an input, ours may raise any of them: DESIGN.md rule 7 asks
@@ -36,10 +39,27 @@ class Tol:
 
 @dataclass(frozen=True)
 class Budget:
-    """Most device kernel launches and host syncs one call may cost (OPS.md)."""
+    """Legacy: launches and syncs written in the spec.  Being replaced by :class:`BudgetUse`."""
 
     launches: int
     syncs: int
+
+
+@dataclass(frozen=True)
+class BudgetUse:
+    """Which budget of the op's family ``BUDGETS`` table one call is held to.
+
+    ``op``: the qualified op name (default ``fbgemm::<spec name up to the first '.'>``);
+    ``path``: a named argument path of that budget (``None``: the main path); ``units``: jagged
+    dims, distinct D or inputs where the budget is per unit; ``sized``: every optional output size
+    argument given (else the budget's ``syncs_unsized`` applies).  The data-check launches are
+    added when ``FBGEMM_NPU_VALIDATE`` is on.
+    """
+
+    op: str | None = None
+    path: str | None = None
+    units: int = 1
+    sized: bool = True
 
 
 @dataclass(frozen=True)
@@ -89,7 +109,7 @@ class OpSpec:
     op: Callable[..., Any]
     inputs: st.SearchStrategy[Any]
     compare: Compare
-    budget: Budget | Callable[..., Budget]
+    budget: BudgetUse | Budget | Callable[..., BudgetUse | Budget] = BudgetUse()
     reference: Callable[..., Any] | None = None
     use_reference: Callable[..., bool] | None = None
     backward: bool = False
@@ -252,7 +272,19 @@ def _slack_text(k: torch.Tensor | None, i: tuple[int, ...]) -> str:
 
 
 def _budget(spec: OpSpec, inputs: Any) -> Budget:
-    return spec.budget if isinstance(spec.budget, Budget) else _call(spec.budget, inputs)
+    """The launch and sync limits of this call, read from the op's ``BUDGETS`` entry."""
+    use = spec.budget
+    if not isinstance(use, (Budget, BudgetUse)):
+        use = _call(use, inputs)
+    if isinstance(use, Budget):
+        return use
+    qualname = use.op or f"fbgemm::{spec.name.split('.', 1)[0]}"
+    entry = REGISTRY.budgets.get(qualname)
+    if entry is None:
+        raise LookupError(f"conformance: {qualname} has no entry in its family's BUDGETS table")
+    return Budget(
+        entry.launch_limit(validation_enabled(), use.units, use.path), entry.sync_limit(use.sized)
+    )
 
 
 def run_example(spec: OpSpec, inputs: Any, device: str | torch.device = "npu:0") -> CaseResult:
