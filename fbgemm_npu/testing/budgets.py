@@ -1,0 +1,53 @@
+"""Hold a call to its op's budget as written in the family's ``budgets.py`` (the one place).
+
+``assert_op_budget(fn, "fbgemm::dense_to_jagged")`` runs ``fn`` under the counters and fails,
+listing every op, when it launches more than the budget allows (the data checks' launches
+included when ``FBGEMM_NPU_VALIDATE`` is on) or syncs more.  ``exact=True`` also fails when it
+launches fewer: the budget is then the measured count of that path, so a table that has grown
+stale shows up as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fbgemm_npu.native._checks import validation_enabled
+from fbgemm_npu.native.family import Budget
+from fbgemm_npu.testing.counters import Counter, assert_budget
+
+__all__ = ["assert_op_budget", "budget_of"]
+
+
+def budget_of(qualname: str) -> Budget:
+    """The registered budget of ``qualname`` (``"fbgemm::jagged_to_padded_dense"``)."""
+    from fbgemm_npu._registry import REGISTRY
+
+    entry = REGISTRY.budgets.get(qualname)
+    if entry is None:
+        raise LookupError(f"{qualname} has no entry in its family's BUDGETS table")
+    return entry
+
+
+def assert_op_budget(
+    fn: Callable[[], Any],
+    qualname: str,
+    *,
+    path: str | None = None,
+    units: int = 1,
+    sized: bool = True,
+    exact: bool = False,
+) -> Counter:
+    """Run ``fn`` and hold it to ``qualname``'s budget (``path``, ``units``, ``sized`` as in
+    :meth:`Budget.launch_limit` / :meth:`Budget.sync_limit`); returns the counter."""
+    entry = budget_of(qualname)
+    launches = entry.launch_limit(validation_enabled(), units, path)
+    syncs = entry.sync_limit(sized)
+    c = assert_budget(fn, launches=launches, syncs=syncs)
+    if exact and (c.launches, c.syncs) != (launches, syncs):
+        raise AssertionError(
+            f"{qualname}{'' if path is None else f' [{path}]'}: measured {c.launches} launches and "
+            f"{c.syncs} syncs, the budget says exactly {launches} and {syncs}: update budgets.py "
+            f"(never loosen it silently)\n{c.summary()}"
+        )
+    return c
