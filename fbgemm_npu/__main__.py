@@ -1,7 +1,9 @@
-"""``python -m fbgemm_npu [info]``: versions, the device in use, and what is covered on which key.
+"""``python -m fbgemm_npu [info]``: versions, the device in use, and what is covered on which key;
+``python -m fbgemm_npu docs [--check]``: (re)write or check ``docs/ops.md``.
 
 The coverage table is printed from the registrar's own table (``fbgemm_npu._registry.REGISTRY``),
-so it shows what this process really registered, not what a document claims (DESIGN.md rule 2).
+so it shows what this process really registered, not what a document claims (docs/design.md rule
+2): per op its dispatch keys, its family package and its budget (the family's ``budgets.py``).
 """
 
 from __future__ import annotations
@@ -88,17 +90,20 @@ def versions() -> list[tuple[str, str]]:
 def coverage_table() -> list[str]:
     """Lines of the coverage table: one row per op, a column per dispatch key, a total line."""
     from fbgemm_npu._registry import REGISTRY
+    from fbgemm_npu.catalogue import budget_cells
 
     rows = REGISTRY.coverage()
     name_width = max([len("op"), *(len(op) for op, _ in rows)])
     widths = [max(len(k), len(MARK_UPSTREAM)) for k in COVERAGE_KEYS]
+    tail = ("family", "launches+checks", "syncs")
 
-    def line(cells: Sequence[str]) -> str:
+    def line(cells: Sequence[str], extra: Sequence[str]) -> str:
         head = cells[0].ljust(name_width)
         rest = "  ".join(c.center(w) for c, w in zip(cells[1:], widths, strict=True))
-        return f"{head}  {rest}".rstrip()
+        return f"{head}  {rest}  {extra[0]:<24} {extra[1]:<16} {extra[2]}".rstrip()
 
-    out = [line(["op", *COVERAGE_KEYS]), line(["-" * name_width, *("-" * w for w in widths)])]
+    rule = ["-" * name_width, *("-" * w for w in widths)]
+    out = [line(["op", *COVERAGE_KEYS], tail), line(rule, ["-" * 24, "-" * 16, "-" * 5])]
     totals = dict.fromkeys(COVERAGE_KEYS, 0)
     for op, keys in rows:
         cells = []
@@ -110,12 +115,18 @@ def coverage_table() -> list[str]:
                 cells.append(MARK_UPSTREAM)
             else:
                 cells.append("")
-        out.append(line([op, *cells]))
+        family = REGISTRY.families.get(op, "?").removeprefix("fbgemm_npu.native.")
+        launches, checks, syncs, *_, per, _paths, _target, _note = budget_cells(
+            REGISTRY.budgets.get(op)
+        )
+        unit = "" if per in ("call", "") else f"/{per}"
+        out.append(line([op, *cells], [family, f"{launches}{unit}+{checks}", syncs]))
     summary = ", ".join(f"{k} {totals[k]}" for k in COVERAGE_KEYS)
     out.append(f"total: {len(rows)} op{'s' if len(rows) != 1 else ''}; {summary}")
     out.append(
         f"legend: {MARK_OURS} = registered by fbgemm_npu; "
-        f"{MARK_UPSTREAM} = upstream's kernel kept (DESIGN.md rule 1)"
+        f"{MARK_UPSTREAM} = upstream's kernel kept (docs/design.md rule 1); "
+        "budgets per call from each family's budgets.py (docs/ops.md explains them)"
     )
     return out
 
@@ -133,17 +144,40 @@ def info() -> int:
     return 0
 
 
+def docs(check: bool) -> int:
+    """Write ``docs/ops.md`` from the registrar, or with ``check`` report whether it is current."""
+    import fbgemm_npu  # noqa: F401  - registers every family
+    from fbgemm_npu.catalogue import OPS_MD, render
+
+    text = render()
+    current = OPS_MD.read_text() if OPS_MD.exists() else None
+    if check:
+        if current != text:
+            print(f"{OPS_MD} is stale: run `python -m fbgemm_npu docs`", file=sys.stderr)
+            return 1
+        print(f"{OPS_MD} is current")
+        return 0
+    OPS_MD.parent.mkdir(parents=True, exist_ok=True)
+    OPS_MD.write_text(text)
+    print(f"wrote {OPS_MD}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m fbgemm_npu``; ``info`` is the default subcommand."""
     parser = argparse.ArgumentParser(
         prog="python -m fbgemm_npu",
         description="fbgemm_npu: FBGEMM operators on Huawei Ascend NPUs.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="{info}")
-    sub.add_parser("info", help="versions, device in use and op coverage (the default)")
+    sub = parser.add_subparsers(dest="command", metavar="{info,docs}")
+    sub.add_parser("info", help="versions, device in use, op coverage and budgets (the default)")
+    docs_parser = sub.add_parser("docs", help="write docs/ops.md from the registrar")
+    docs_parser.add_argument("--check", action="store_true", help="fail if docs/ops.md is stale")
     args = parser.parse_args(argv)
     if args.command in (None, "info"):
         return info()
+    if args.command == "docs":
+        return docs(args.check)
     parser.error(f"unknown command {args.command!r}")  # unreachable: argparse rejects it first
     return 2
 
