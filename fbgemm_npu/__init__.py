@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fbgemm_gpu  # noqa: F401  - upstream schemas, CPU kernels and Python frontend
 
-from fbgemm_npu import _device
+from fbgemm_npu import _device, _mirror
 from fbgemm_npu._registry import register_all
 from fbgemm_npu.split_table import device as _tbe_device
 
@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 register_all()
 _tbe_device.apply()  # upstream's TBE Python on npu: fbgemm_npu/split_table/device.py
 _device.activate()
+_mirror.install()  # fbgemm_npu.<path> mirrors every public fbgemm_gpu.<path>: _mirror.py
 from fbgemm_npu import integrations as _integrations  # noqa: E402, F401 - torchrec on npu
 
 device_kind = _device.device_kind
