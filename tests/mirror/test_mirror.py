@@ -304,15 +304,3 @@ def test_mirror_imports_nothing(lazy_report: dict[str, dict[str, list[str]]]) ->
     """``import fbgemm_npu`` loads no mirror, and the mirror adds no fbgemm_gpu module."""
     assert lazy_report["real"]["mirrors"] == []
     assert lazy_report["real"]["extra"] == lazy_report["stub"]["extra"]
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="fbgemm_npu.split_table.device imports fbgemm_gpu.split_table_batched_embeddings_ops"
-    "_training at import (it patches that class), which pulls in ~23 upstream modules; the mirror "
-    "adds none (test above). Remove this mark when that import becomes lazy.",
-)
-def test_import_fbgemm_npu_adds_no_fbgemm_gpu_module(
-    lazy_report: dict[str, dict[str, list[str]]],
-) -> None:
-    assert lazy_report["real"]["extra"] == []
