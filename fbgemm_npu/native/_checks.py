@@ -1,6 +1,6 @@
 """Argument checks shared by every kernel in ``fbgemm_npu/native/``.
 
-DESIGN.md rule 7: bad input gets a ``ValueError`` / ``RuntimeError`` that names the op, the
+DESIGN.md rule 9: bad input gets a ``ValueError`` / ``RuntimeError`` that names the op, the
 argument and what was expected.  Each helper takes the qualified op name first
 (``"fbgemm::asynchronous_complete_cumsum"``) so the message reads the same everywhere::
 
@@ -22,12 +22,14 @@ trust their inputs.  Metadata checks always run.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import torch
 
 __all__ = [
+    "INDEX_DTYPES",
     "DataChecks",
     "check_dtype",
     "check_on_device",
@@ -39,6 +41,12 @@ __all__ = [
     "join_words",
     "validation_enabled",
 ]
+
+
+V = TypeVar("V")
+
+# Offsets, lengths, indices: upstream's index dispatch (FBGEMM_DISPATCH_INTEGRAL_TYPES).
+INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
 
 
 def validation_enabled() -> bool:
@@ -117,24 +125,35 @@ def check_ndim(op: str, arg: str, t: torch.Tensor, allowed: Iterable[int]) -> to
     return t
 
 
+def _first_mismatch(
+    op: str, tensors: dict[str, torch.Tensor | None], read: Callable[[torch.Tensor], V]
+) -> tuple[tuple[str, V] | None, tuple[str, V] | None]:
+    """``(first, other)``: the first given tensor's ``(arg, read(t))`` and the first later one
+    whose value differs (``None`` when all agree); ``None`` values are skipped."""
+    first: tuple[str, V] | None = None
+    for arg, t in tensors.items():
+        if t is None:
+            continue
+        check_tensor(op, arg, t)
+        if first is None:
+            first = (arg, read(t))
+        elif read(t) != first[1]:
+            return first, (arg, read(t))
+    return first, None
+
+
 def check_same_device(op: str, **tensors: torch.Tensor | None) -> torch.device | None:
     """Require every tensor given by keyword to live on one device; ``None`` values are skipped.
 
     Returns the common device (``None`` when no tensor was given).  Raises ``RuntimeError``, as
     torch itself does for device mismatches, naming the first two arguments that disagree.
     """
-    first: tuple[str, torch.device] | None = None
-    for arg, t in tensors.items():
-        if t is None:
-            continue
-        check_tensor(op, arg, t)
-        if first is None:
-            first = (arg, t.device)
-        elif t.device != first[1]:
-            raise RuntimeError(
-                f"{op}: arguments '{first[0]}' ({first[1]}) and '{arg}' ({t.device}) "
-                "must be on the same device"
-            )
+    first, other = _first_mismatch(op, tensors, lambda t: t.device)
+    if first is not None and other is not None:
+        raise RuntimeError(
+            f"{op}: arguments '{first[0]}' ({first[1]}) and '{other[0]}' ({other[1]}) "
+            "must be on the same device"
+        )
     return None if first is None else first[1]
 
 
@@ -143,18 +162,12 @@ def check_same_dtype(op: str, **tensors: torch.Tensor | None) -> torch.dtype | N
 
     Returns the common dtype (``None`` when no tensor was given); raises ``ValueError``.
     """
-    first: tuple[str, torch.dtype] | None = None
-    for arg, t in tensors.items():
-        if t is None:
-            continue
-        check_tensor(op, arg, t)
-        if first is None:
-            first = (arg, t.dtype)
-        elif t.dtype != first[1]:
-            raise ValueError(
-                f"{op}: arguments '{first[0]}' ({dtype_name(first[1])}) and '{arg}' "
-                f"({dtype_name(t.dtype)}) must have the same dtype"
-            )
+    first, other = _first_mismatch(op, tensors, lambda t: t.dtype)
+    if first is not None and other is not None:
+        raise ValueError(
+            f"{op}: arguments '{first[0]}' ({dtype_name(first[1])}) and '{other[0]}' "
+            f"({dtype_name(other[1])}) must have the same dtype"
+        )
     return None if first is None else first[1]
 
 

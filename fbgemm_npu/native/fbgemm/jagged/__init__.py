@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from fbgemm_npu.native.family import merge_kernels
-from fbgemm_npu.native.fbgemm.jagged import elementwise, jagged, matmul, stacked
+from fbgemm_npu.native.fbgemm.jagged import elementwise, matmul, stacked, to_dense, to_jagged
 from fbgemm_npu.native.fbgemm.jagged.budgets import BUDGETS
 
 KERNELS = merge_kernels(
-    jagged.KERNELS,
+    to_dense.KERNELS,
+    to_jagged.KERNELS,
     elementwise.KERNELS,
     matmul.KERNELS,
     stacked.KERNELS,

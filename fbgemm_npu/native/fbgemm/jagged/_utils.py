@@ -30,31 +30,36 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
+from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
+    INDEX_DTYPES,
     check_dtype,
     check_ndim,
     check_on_device,
-    check_same_device,
     check_tensor,
     dtype_name,
     validation_enabled,
 )
 
 __all__ = [
-    "INDEX_DTYPES",
     "JAGGED_DTYPES",
     "MAX_JAGGED_DIMS",
+    "READ_CHECK",
+    "WRITE_CHECK",
+    "Run",
     "assert_no_bad",
     "check_max_lengths",
     "check_offsets",
     "check_values",
+    "checked_dense_index",
     "dense_index",
     "numel_of",
     "padding_scalar",
+    "record_or_run",
     "write_bad",
 ]
 
@@ -66,10 +71,19 @@ JAGGED_DTYPES: tuple[torch.dtype, ...] = (
     torch.int32,
     torch.int64,
 )
-INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
 # Upstream dispatches 1..5 jagged dims (JAGGED_TENSOR_DISPATCH_DIMS, CUDA's StackArray) and raises
 # beyond; ours is generic, but refuses what upstream refuses.
 MAX_JAGGED_DIMS = 5
+
+# What the data check of assert_no_bad says when offsets point outside the tensor read / written.
+READ_CHECK = (
+    "offsets point outside the values: a non-padding position would read a row < 0 or past the "
+    "last one, or offsets[d + 1].numel() != offsets[d][-1] + 1"
+)
+WRITE_CHECK = (
+    "offsets point outside the output: a position would write a row < 0 or >= the output's "
+    "rows, or offsets[d + 1].numel() != offsets[d][-1] + 1"
+)
 
 _INT_MIN = {torch.int32: -(2**31), torch.int64: -(2**63)}
 
@@ -222,6 +236,26 @@ def write_bad(rows: torch.Tensor, pad: torch.Tensor, total: int) -> torch.Tensor
     return (rows // total).masked_fill_(pad, 0)
 
 
+def checked_dense_index(
+    op: str,
+    offsets: Sequence[torch.Tensor],
+    max_lengths: Sequence[int],
+    total: int,
+    what: str,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """:func:`dense_index` of a tensor of ``total`` value rows, with the data check that every
+    position upstream would touch lies inside it (``what`` names the failure, e.g. ``"argument
+    'offsets': " + READ_CHECK``); ``None`` when every position is padding.  Launches: those of
+    :func:`dense_index` plus :func:`write_bad` and :func:`assert_no_bad` (none of the checks'
+    with ``FBGEMM_NPU_VALIDATE=0``)."""
+    bad: list[torch.Tensor] | None = [] if validation_enabled() else None
+    index = dense_index(offsets, max_lengths, total, bad)
+    if index is not None and bad is not None:
+        bad.append(write_bad(*index, total))
+    assert_no_bad(op, bad, what)
+    return index
+
+
 def assert_no_bad(op: str, bad: list[torch.Tensor] | None, what: str) -> None:
     """One device-side check that every tensor in ``bad`` is all zeros.
 
@@ -233,8 +267,19 @@ def assert_no_bad(op: str, bad: list[torch.Tensor] | None, what: str) -> None:
     check_on_device(op, flat.any().logical_not_(), what)
 
 
-def same_device(op: str, **tensors: torch.Tensor | None) -> torch.device:
-    """The common device of the given tensors (raises naming the two that differ)."""
-    dev = check_same_device(op, **tensors)
-    assert dev is not None
-    return dev
+# The npu kernel of a jagged <-> dense op, called below autograd: (values or dense, offsets) -> out.
+Run = Callable[[torch.Tensor, list[torch.Tensor]], torch.Tensor]
+
+
+def record_or_run(
+    fn: type[torch.autograd.Function], x: torch.Tensor, run: Run, offsets: Sequence[torch.Tensor]
+) -> torch.Tensor:
+    """The ``AutogradPrivateUse1`` body of a jagged <-> dense op differentiable in ``x``:
+    ``fn.apply(x, run, *offsets)`` when ``x`` needs a gradient, else ``run`` below autograd.
+
+    Each ``fn`` runs the op's own npu kernel below autograd (so errors name the op the user
+    called and the counters see it) and its backward calls the fbgemm backward op on npu: the npu
+    path never depends on upstream's C++ autograd."""
+    if needs_grad(x):
+        return fn.apply(x, run, *offsets)
+    return below_autograd(run, x, list(offsets))

@@ -2,7 +2,7 @@
 (+ ``_forward``, ``_backward``), ``_add_jagged_output``,
 ``jagged_dense_dense_elementwise_add_jagged_output`` (+ ``_forward``).
 
-Math, with ``to_dense`` / ``to_jagged`` as in ``jagged.py`` (``x`` jagged, ``y`` dense
+Math, with ``to_dense`` / ``to_jagged`` as in :mod:`.jagged` (``x`` jagged, ``y`` dense
 ``[B, L_1..L_k, D]``, ``T = x_values.size(0)``)::
 
     add                    = to_dense(x, max_lengths=y.shape[1:-1], padding 0) + y
@@ -33,21 +33,16 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native._checks import check_dtype, check_ndim, check_tensor, validation_enabled
+from fbgemm_npu.native._autograd import below_autograd, needs_grad
+from fbgemm_npu.native._checks import check_dtype, check_ndim, check_tensor
 from fbgemm_npu.native.fbgemm.jagged._utils import (
-    assert_no_bad,
+    WRITE_CHECK,
     check_offsets,
     check_values,
-    dense_index,
-    write_bad,
+    checked_dense_index,
 )
-from fbgemm_npu.native.fbgemm.jagged.jagged import (
-    WRITE_CHECK,
-    needs_grad,
-    scatter_rows,
-    to_dense,
-    to_jagged,
-)
+from fbgemm_npu.native.fbgemm.jagged.to_dense import to_dense
+from fbgemm_npu.native.fbgemm.jagged.to_jagged import scatter_rows, to_jagged
 
 __all__ = [
     "KERNELS",
@@ -61,13 +56,17 @@ __all__ = [
 ]
 
 _F = torch.ops.fbgemm
-_ADD = "fbgemm::jagged_dense_elementwise_add"
-_MUL = "fbgemm::jagged_dense_elementwise_mul"
-_MUL_FWD = "fbgemm::jagged_dense_elementwise_mul_forward"
-_MUL_BWD = "fbgemm::jagged_dense_elementwise_mul_backward"
-_ADD_JO = "fbgemm::jagged_dense_elementwise_add_jagged_output"
-_DDADD = "fbgemm::jagged_dense_dense_elementwise_add_jagged_output"
-_DDADD_FWD = "fbgemm::jagged_dense_dense_elementwise_add_jagged_output_forward"
+JAGGED_DENSE_ELEMENTWISE_ADD = "fbgemm::jagged_dense_elementwise_add"
+JAGGED_DENSE_ELEMENTWISE_MUL = "fbgemm::jagged_dense_elementwise_mul"
+JAGGED_DENSE_ELEMENTWISE_MUL_FORWARD = "fbgemm::jagged_dense_elementwise_mul_forward"
+JAGGED_DENSE_ELEMENTWISE_MUL_BACKWARD = "fbgemm::jagged_dense_elementwise_mul_backward"
+JAGGED_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT = "fbgemm::jagged_dense_elementwise_add_jagged_output"
+JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT = (
+    "fbgemm::jagged_dense_dense_elementwise_add_jagged_output"
+)
+JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT_FORWARD = (
+    "fbgemm::jagged_dense_dense_elementwise_add_jagged_output_forward"
+)
 _GRAD_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
@@ -100,40 +99,48 @@ def _jagged_args(
     return x, offsets, ys
 
 
+def _plus_jagged(
+    op: str, x_values: object, x_offsets: object, y: object
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x_values, to_jagged(y, T))`` checked, for the one-dense-input ops."""
+    x, offsets, (y,) = _jagged_args(op, x_values, x_offsets, ("y", y))
+    return x, to_jagged(op, y, offsets, x.size(0), "y", "x_offsets")
+
+
 def jagged_dense_elementwise_add_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
 ) -> torch.Tensor:
     """``to_dense(x, y.shape[1:-1], 0) + y`` (dense output).  12 launches (k = 1)."""
-    x = check_values(_ADD, "x_values", x_values)
-    y = check_values(_ADD, "y", check_tensor(_ADD, "y", y))
+    op = JAGGED_DENSE_ELEMENTWISE_ADD
+    x = check_values(op, "x_values", x_values)
+    y = check_values(op, "y", check_tensor(op, "y", y))
     if y.device != x.device:
         raise RuntimeError(
-            f"{_ADD}: arguments 'x_values' ({x.device}) and 'y' ({y.device}) must be on the same "
+            f"{op}: arguments 'x_values' ({x.device}) and 'y' ({y.device}) must be on the same "
             "device"
         )
     if y.dim() - 2 != len(x_offsets):
         raise ValueError(
-            f"{_ADD}: argument 'y' must have {len(x_offsets) + 2} dims for {len(x_offsets)} "
+            f"{op}: argument 'y' must have {len(x_offsets) + 2} dims for {len(x_offsets)} "
             f"jagged dim(s), got shape {tuple(y.shape)}"
         )
-    xd = to_dense(_ADD, x, x_offsets, y.shape[1:-1], 0.0, "x_values", "x_offsets")
-    return xd + y
+    return to_dense(op, x, x_offsets, y.shape[1:-1], 0.0, "x_values", "x_offsets") + y
 
 
 def jagged_dense_elementwise_mul_forward_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
 ) -> torch.Tensor:
     """``x_values * to_jagged(y, x_values.size(0))``.  12 launches (k = 1)."""
-    x, offsets, (y,) = _jagged_args(_MUL_FWD, x_values, x_offsets, ("y", y))
-    return x * to_jagged(_MUL_FWD, y, offsets, x.size(0), "y", "x_offsets")
+    x, jy = _plus_jagged(JAGGED_DENSE_ELEMENTWISE_MUL_FORWARD, x_values, x_offsets, y)
+    return x * jy
 
 
 def jagged_dense_elementwise_mul_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """``(mul_forward(x, offsets, y), x_offsets)``."""
-    x, offsets, (y,) = _jagged_args(_MUL, x_values, x_offsets, ("y", y))
-    return x * to_jagged(_MUL, y, offsets, x.size(0), "y", "x_offsets"), list(x_offsets)
+    x, jy = _plus_jagged(JAGGED_DENSE_ELEMENTWISE_MUL, x_values, x_offsets, y)
+    return x * jy, list(x_offsets)
 
 
 def jagged_dense_elementwise_mul_backward_npu(
@@ -147,7 +154,7 @@ def jagged_dense_elementwise_mul_backward_npu(
     Rows no position covers get ``grad * 0`` (upstream CPU writes a plain 0, CUDA ``grad * 0``:
     they differ only for a non-finite gradient there).  15 launches (k = 1).
     """
-    op = _MUL_BWD
+    op = JAGGED_DENSE_ELEMENTWISE_MUL_BACKWARD
     grad = check_dtype(
         op, "grad_output", check_tensor(op, "grad_output", grad_output), _GRAD_DTYPES
     )
@@ -167,15 +174,11 @@ def jagged_dense_elementwise_mul_backward_npu(
     total, d = grad.shape
     if y.numel() == 0:
         return torch.zeros_like(grad), torch.zeros_like(y)
-    bad: list[torch.Tensor] | None = [] if validation_enabled() else None
-    index = dense_index(offsets, y.shape[1:-1], total, bad)
+    what = f"argument 'x_offsets': {WRITE_CHECK}"
+    index = checked_dense_index(op, offsets, y.shape[1:-1], total, what)
     if index is None:
-        assert_no_bad(op, bad, f"argument 'x_offsets': {WRITE_CHECK}")
         return torch.zeros_like(grad), torch.zeros_like(y)
-    rows, pad = index
-    if bad is not None:
-        bad.append(write_bad(rows, pad, total))
-    assert_no_bad(op, bad, f"argument 'x_offsets': {WRITE_CHECK}")
+    rows, _ = index
     flat_rows = rows.reshape(-1)
     grad_x = grad * scatter_rows(y.reshape(-1, d), flat_rows, total)
     prod = grad.new_empty((total + 1, d))  # row `total`, read by padding positions, is 0
@@ -188,8 +191,7 @@ def jagged_dense_elementwise_add_jagged_output_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """``(x_values + to_jagged(y, T), x_offsets)``.  12 launches (k = 1)."""
-    x, offsets, (y,) = _jagged_args(_ADD_JO, x_values, x_offsets, ("y", y))
-    jy = to_jagged(_ADD_JO, y, offsets, x.size(0), "y", "x_offsets")
+    x, jy = _plus_jagged(JAGGED_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT, x_values, x_offsets, y)
     return x + jy, list(x_offsets)
 
 
@@ -197,14 +199,17 @@ def jagged_dense_dense_elementwise_add_jagged_output_forward_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y_0: torch.Tensor, y_1: torch.Tensor
 ) -> torch.Tensor:
     """``x_values + to_jagged(y_0) + to_jagged(y_1)``; one index, one scatter of both (14)."""
-    return _ddadd(_DDADD_FWD, x_values, x_offsets, y_0, y_1)
+    op = JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT_FORWARD
+    return _ddadd(op, x_values, x_offsets, y_0, y_1)
 
 
 def jagged_dense_dense_elementwise_add_jagged_output_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y_0: torch.Tensor, y_1: torch.Tensor
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """``(..._forward(x_values, x_offsets, y_0, y_1), x_offsets)``."""
-    return _ddadd(_DDADD, x_values, x_offsets, y_0, y_1), list(x_offsets)
+    return _ddadd(
+        JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT, x_values, x_offsets, y_0, y_1
+    ), list(x_offsets)
 
 
 def _ddadd(op: str, x_values: object, x_offsets: object, y_0: object, y_1: object) -> torch.Tensor:
@@ -228,8 +233,7 @@ class _Add(torch.autograd.Function):
     def forward(ctx, x, y, *offsets):  # type: ignore[override]
         ctx.save_for_backward(*offsets)
         ctx.total = x.size(0)
-        with torch._C._AutoDispatchBelowAutograd():
-            return _F.jagged_dense_elementwise_add(x, list(offsets), y)
+        return below_autograd(_F.jagged_dense_elementwise_add, x, list(offsets), y)
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
@@ -242,8 +246,7 @@ class _Mul(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, y, *offsets):  # type: ignore[override]
         ctx.save_for_backward(x, y, *offsets)
-        with torch._C._AutoDispatchBelowAutograd():
-            return _F.jagged_dense_elementwise_mul_forward(x, list(offsets), y)
+        return below_autograd(_F.jagged_dense_elementwise_mul_forward, x, list(offsets), y)
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
@@ -263,12 +266,11 @@ class _AddJagged(torch.autograd.Function):
         ctx.save_for_backward(*offsets)
         ctx.lengths = list(y0.shape[1:-1])
         ctx.two = y1 is not None
-        with torch._C._AutoDispatchBelowAutograd():
-            if y1 is None:
-                return _F.jagged_dense_elementwise_add_jagged_output(x, list(offsets), y0)[0]
-            return _F.jagged_dense_dense_elementwise_add_jagged_output_forward(
-                x, list(offsets), y0, y1
-            )
+        if y1 is None:
+            add = _F.jagged_dense_elementwise_add_jagged_output
+            return below_autograd(add, x, list(offsets), y0)[0]
+        add = _F.jagged_dense_dense_elementwise_add_jagged_output_forward
+        return below_autograd(add, x, list(offsets), y0, y1)
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
@@ -277,49 +279,54 @@ class _AddJagged(torch.autograd.Function):
         return (grad, gy, gy if ctx.two else None, *([None] * len(offsets)))
 
 
-def _below(fn, *args):  # noqa: ANN001, ANN202 - thin dispatcher hop
-    with torch._C._AutoDispatchBelowAutograd():
-        return fn(*args)
-
-
 def _add_autograd(x_values, x_offsets, y):  # noqa: ANN001, ANN202
     if needs_grad(x_values, y):
         return _Add.apply(x_values, y, *x_offsets)
-    return _below(_F.jagged_dense_elementwise_add, x_values, x_offsets, y)
+    return below_autograd(_F.jagged_dense_elementwise_add, x_values, x_offsets, y)
 
 
 def _mul_autograd(x_values, x_offsets, y):  # noqa: ANN001, ANN202
     if needs_grad(x_values, y):
         return _Mul.apply(x_values, y, *x_offsets), list(x_offsets)
-    return _below(_F.jagged_dense_elementwise_mul, x_values, x_offsets, y)
+    return below_autograd(_F.jagged_dense_elementwise_mul, x_values, x_offsets, y)
 
 
 def _add_jo_autograd(x_values, x_offsets, y):  # noqa: ANN001, ANN202
     if needs_grad(x_values, y):
         return _AddJagged.apply(x_values, y, None, *x_offsets), list(x_offsets)
-    return _below(_F.jagged_dense_elementwise_add_jagged_output, x_values, x_offsets, y)
+    return below_autograd(_F.jagged_dense_elementwise_add_jagged_output, x_values, x_offsets, y)
 
 
 def _ddadd_autograd(x_values, x_offsets, y_0, y_1):  # noqa: ANN001, ANN202
     if needs_grad(x_values, y_0, y_1):
         return _AddJagged.apply(x_values, y_0, y_1, *x_offsets), list(x_offsets)
-    return _below(
+    return below_autograd(
         _F.jagged_dense_dense_elementwise_add_jagged_output, x_values, x_offsets, y_0, y_1
     )
 
 
 KERNELS = {
-    _ADD: {"PrivateUse1": jagged_dense_elementwise_add_npu, "AutogradPrivateUse1": _add_autograd},
-    _MUL: {"PrivateUse1": jagged_dense_elementwise_mul_npu, "AutogradPrivateUse1": _mul_autograd},
-    _MUL_FWD: {"PrivateUse1": jagged_dense_elementwise_mul_forward_npu},
-    _MUL_BWD: {"PrivateUse1": jagged_dense_elementwise_mul_backward_npu},
-    _ADD_JO: {
+    JAGGED_DENSE_ELEMENTWISE_ADD: {
+        "PrivateUse1": jagged_dense_elementwise_add_npu,
+        "AutogradPrivateUse1": _add_autograd,
+    },
+    JAGGED_DENSE_ELEMENTWISE_MUL: {
+        "PrivateUse1": jagged_dense_elementwise_mul_npu,
+        "AutogradPrivateUse1": _mul_autograd,
+    },
+    JAGGED_DENSE_ELEMENTWISE_MUL_FORWARD: {"PrivateUse1": jagged_dense_elementwise_mul_forward_npu},
+    JAGGED_DENSE_ELEMENTWISE_MUL_BACKWARD: {
+        "PrivateUse1": jagged_dense_elementwise_mul_backward_npu
+    },
+    JAGGED_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT: {
         "PrivateUse1": jagged_dense_elementwise_add_jagged_output_npu,
         "AutogradPrivateUse1": _add_jo_autograd,
     },
-    _DDADD: {
+    JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT: {
         "PrivateUse1": jagged_dense_dense_elementwise_add_jagged_output_npu,
         "AutogradPrivateUse1": _ddadd_autograd,
     },
-    _DDADD_FWD: {"PrivateUse1": jagged_dense_dense_elementwise_add_jagged_output_forward_npu},
+    JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT_FORWARD: {
+        "PrivateUse1": jagged_dense_dense_elementwise_add_jagged_output_forward_npu
+    },
 }

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import torch
 
+from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
+    INDEX_DTYPES,
     check_dtype,
     check_ndim,
     check_same_device,
@@ -33,8 +35,7 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
-from fbgemm_npu.native.fbgemm.jagged._utils import INDEX_DTYPES, assert_no_bad, dense_index
-from fbgemm_npu.native.fbgemm.jagged.jagged import READ_CHECK, needs_grad
+from fbgemm_npu.native.fbgemm.jagged._utils import READ_CHECK, assert_no_bad, dense_index
 
 __all__ = [
     "KERNELS",
@@ -43,9 +44,9 @@ __all__ = [
 ]
 
 _F = torch.ops.fbgemm
-_OP = "fbgemm::batched_dense_vec_jagged_2d_mul"
-_FWD = "fbgemm::batched_dense_vec_jagged_2d_mul_forward"
-_BWD = "fbgemm::batched_dense_vec_jagged_2d_mul_backward"
+BATCHED_DENSE_VEC_JAGGED_2D_MUL = "fbgemm::batched_dense_vec_jagged_2d_mul"
+BATCHED_DENSE_VEC_JAGGED_2D_MUL_FORWARD = "fbgemm::batched_dense_vec_jagged_2d_mul_forward"
+BATCHED_DENSE_VEC_JAGGED_2D_MUL_BACKWARD = "fbgemm::batched_dense_vec_jagged_2d_mul_backward"
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -93,11 +94,12 @@ def batched_dense_vec_jagged_2d_mul_forward_npu(
     v: torch.Tensor, a_values: torch.Tensor, a_offsets: torch.Tensor
 ) -> torch.Tensor:
     """``out [B*H, D]``: see the module docstring.  12 launches, 0 syncs."""
-    v, a, o, b, h, d = _check(_FWD, v, a_values, a_offsets)
+    op = BATCHED_DENSE_VEC_JAGGED_2D_MUL_FORWARD
+    v, a, o, b, h, d = _check(op, v, a_values, a_offsets)
     length = v.size(1)
     if b == 0 or d == 0 or length == 0:
         return v.new_zeros((b * h, d))
-    got = _gather(_FWD, a, o, b, h, d, length)
+    got = _gather(op, a, o, b, h, d, length)
     if got is None:
         return v.new_zeros((b * h, d))
     g, pad, _ = got
@@ -111,18 +113,19 @@ def batched_dense_vec_jagged_2d_mul_backward_npu(
     grad_output: torch.Tensor, v: torch.Tensor, a_values: torch.Tensor, a_offsets: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(v_grad [B*H, L], a_values_grad [N, a_values.size(1)])``.  17 launches, 0 syncs."""
-    v, a, o, b, h, _ = _check(_BWD, v, a_values, a_offsets)
-    grad = check_ndim(_BWD, "grad_output", check_tensor(_BWD, "grad_output", grad_output), (2,))
-    check_same_dtype(_BWD, grad_output=grad, v=v)
+    op = BATCHED_DENSE_VEC_JAGGED_2D_MUL_BACKWARD
+    v, a, o, b, h, _ = _check(op, v, a_values, a_offsets)
+    grad = check_ndim(op, "grad_output", check_tensor(op, "grad_output", grad_output), (2,))
+    check_same_dtype(op, grad_output=grad, v=v)
     d, length = grad.size(1), v.size(1)
     if grad.size(0) != b * h or (h * d > a.size(1)):
         raise ValueError(
-            f"{_BWD}: argument 'grad_output' {tuple(grad.shape)} must be [B*H, D] = [{b * h}, D] "
+            f"{op}: argument 'grad_output' {tuple(grad.shape)} must be [B*H, D] = [{b * h}, D] "
             f"with H*D <= a_values.size(1) = {a.size(1)}"
         )
     if b == 0 or d == 0 or length == 0:
         return torch.zeros_like(v), torch.zeros_like(a)
-    got = _gather(_BWD, a, o, b, h, d, length)
+    got = _gather(op, a, o, b, h, d, length)
     if got is None:
         return torch.zeros_like(v), torch.zeros_like(a)
     g, pad, rows = got
@@ -142,8 +145,7 @@ class _Bdvj(torch.autograd.Function):
     @staticmethod
     def forward(ctx, v, a_values, a_offsets):  # type: ignore[override]
         ctx.save_for_backward(v, a_values, a_offsets)
-        with torch._C._AutoDispatchBelowAutograd():
-            return _F.batched_dense_vec_jagged_2d_mul_forward(v, a_values, a_offsets)
+        return below_autograd(_F.batched_dense_vec_jagged_2d_mul_forward, v, a_values, a_offsets)
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
@@ -155,8 +157,7 @@ class _Bdvj(torch.autograd.Function):
 def _autograd(v: torch.Tensor, a_values: torch.Tensor, a_offsets: torch.Tensor) -> torch.Tensor:
     if needs_grad(v, a_values):
         return _Bdvj.apply(v, a_values, a_offsets)
-    with torch._C._AutoDispatchBelowAutograd():
-        return _F.batched_dense_vec_jagged_2d_mul_forward(v, a_values, a_offsets)
+    return below_autograd(_F.batched_dense_vec_jagged_2d_mul_forward, v, a_values, a_offsets)
 
 
 def batched_dense_vec_jagged_2d_mul_npu(
@@ -167,7 +168,14 @@ def batched_dense_vec_jagged_2d_mul_npu(
 
 
 KERNELS = {
-    _OP: {"PrivateUse1": batched_dense_vec_jagged_2d_mul_npu, "AutogradPrivateUse1": _autograd},
-    _FWD: {"PrivateUse1": batched_dense_vec_jagged_2d_mul_forward_npu},
-    _BWD: {"PrivateUse1": batched_dense_vec_jagged_2d_mul_backward_npu},
+    BATCHED_DENSE_VEC_JAGGED_2D_MUL: {
+        "PrivateUse1": batched_dense_vec_jagged_2d_mul_npu,
+        "AutogradPrivateUse1": _autograd,
+    },
+    BATCHED_DENSE_VEC_JAGGED_2D_MUL_FORWARD: {
+        "PrivateUse1": batched_dense_vec_jagged_2d_mul_forward_npu
+    },
+    BATCHED_DENSE_VEC_JAGGED_2D_MUL_BACKWARD: {
+        "PrivateUse1": batched_dense_vec_jagged_2d_mul_backward_npu
+    },
 }

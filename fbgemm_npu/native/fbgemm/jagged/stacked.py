@@ -15,8 +15,8 @@ does; shorter ones raise (upstream reads past the end of the vector).
 
 How, for all keys at once: one ``[T, B, max(L_t)]`` grid.  The per-key slice starts and limits
 (host data: the int lists) travel in one small host-to-device copy; ``cat`` + ``cumsum`` give every
-row's start, ``minimum`` clips the lengths, and the arange / add / compare / fill / padded
-gather of ``jagged.to_dense`` build the grid.  Key ``t``'s output is the view ``grid[t, :, :L_t]``
+row's start, ``minimum`` clips the lengths, and the arange / add / compare / fill / padded gather
+of :func:`.to_dense.to_dense` build the grid.  Key ``t``'s output is the view ``grid[t, :, :L_t]``
 (contiguous when every key has the same max length; a strided view otherwise: upstream's are
 contiguous, the values are the same).  Launches: 10 (the copy, cat, cumsum, minimum, arange, add,
 ge, masked_fill_, constant_pad_nd, index_select) whatever T and B, 15 with the data check; OPS.md
@@ -34,21 +34,27 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from fbgemm_npu.native._checks import check_dtype, check_ndim, check_tensor, validation_enabled
-from fbgemm_npu.native.fbgemm.jagged._utils import (
+from fbgemm_npu.native._autograd import below_autograd, needs_grad
+from fbgemm_npu.native._checks import (
     INDEX_DTYPES,
+    check_dtype,
+    check_ndim,
+    check_tensor,
+    validation_enabled,
+)
+from fbgemm_npu.native.fbgemm.jagged._utils import (
+    READ_CHECK,
     assert_no_bad,
     check_values,
     padding_scalar,
     write_bad,
 )
-from fbgemm_npu.native.fbgemm.jagged.jagged import READ_CHECK, needs_grad
 
 __all__ = ["KERNELS", "stacked_jagged_1d_to_dense_npu", "stacked_jagged_2d_to_dense_npu"]
 
 _F = torch.ops.fbgemm
-_S1D = "fbgemm::stacked_jagged_1d_to_dense"
-_S2D = "fbgemm::stacked_jagged_2d_to_dense"
+STACKED_JAGGED_1D_TO_DENSE = "fbgemm::stacked_jagged_1d_to_dense"
+STACKED_JAGGED_2D_TO_DENSE = "fbgemm::stacked_jagged_2d_to_dense"
 
 
 def _slice_bounds(lo: int, hi: int, n: int) -> tuple[int, int]:
@@ -168,7 +174,15 @@ def stacked_jagged_1d_to_dense_npu(
     padding_value: int,
 ) -> list[torch.Tensor]:
     """``fbgemm::stacked_jagged_1d_to_dense``: T tensors ``[B, L_t]`` (see module docstring)."""
-    return _stacked(_S1D, values, lengths, offset_per_key, max_lengths_per_key, padding_value, 1)[0]
+    return _stacked(
+        STACKED_JAGGED_1D_TO_DENSE,
+        values,
+        lengths,
+        offset_per_key,
+        max_lengths_per_key,
+        padding_value,
+        1,
+    )[0]
 
 
 def stacked_jagged_2d_to_dense_npu(
@@ -179,7 +193,15 @@ def stacked_jagged_2d_to_dense_npu(
     padding_value: int = 0,
 ) -> list[torch.Tensor]:
     """``fbgemm::stacked_jagged_2d_to_dense``: T tensors ``[B, L_t, D]``."""
-    return _stacked(_S2D, values, lengths, offset_per_key, max_lengths_per_key, padding_value, 2)[0]
+    return _stacked(
+        STACKED_JAGGED_2D_TO_DENSE,
+        values,
+        lengths,
+        offset_per_key,
+        max_lengths_per_key,
+        padding_value,
+        2,
+    )[0]
 
 
 class _Stacked2D(torch.autograd.Function):
@@ -193,7 +215,13 @@ class _Stacked2D(torch.autograd.Function):
     @staticmethod
     def forward(ctx, values, lengths, offset_per_key, max_lengths_per_key, padding_value):  # type: ignore[override]
         outs, grid, maxl = _stacked(
-            _S2D, values, lengths, offset_per_key, max_lengths_per_key, padding_value, 2
+            STACKED_JAGGED_2D_TO_DENSE,
+            values,
+            lengths,
+            offset_per_key,
+            max_lengths_per_key,
+            padding_value,
+            2,
         )
         ctx.grid, ctx.maxl, ctx.shape = grid, maxl, values.shape
         return tuple(outs)
@@ -230,10 +258,14 @@ def _stacked_2d_autograd(values, lengths, offset_per_key, max_lengths_per_key, p
         return list(
             _Stacked2D.apply(values, lengths, offset_per_key, max_lengths_per_key, padding_value)
         )
-    with torch._C._AutoDispatchBelowAutograd():
-        return _F.stacked_jagged_2d_to_dense(
-            values, lengths, offset_per_key, max_lengths_per_key, padding_value
-        )
+    return below_autograd(
+        _F.stacked_jagged_2d_to_dense,
+        values,
+        lengths,
+        offset_per_key,
+        max_lengths_per_key,
+        padding_value,
+    )
 
 
 def _stacked_meta(ndim: int):  # noqa: ANN202
@@ -248,8 +280,11 @@ def _stacked_meta(ndim: int):  # noqa: ANN202
 
 
 KERNELS = {
-    _S1D: {"PrivateUse1": stacked_jagged_1d_to_dense_npu, "Meta": _stacked_meta(1)},
-    _S2D: {
+    STACKED_JAGGED_1D_TO_DENSE: {
+        "PrivateUse1": stacked_jagged_1d_to_dense_npu,
+        "Meta": _stacked_meta(1),
+    },
+    STACKED_JAGGED_2D_TO_DENSE: {
         "PrivateUse1": stacked_jagged_2d_to_dense_npu,
         "AutogradPrivateUse1": _stacked_2d_autograd,
         "Meta": _stacked_meta(2),

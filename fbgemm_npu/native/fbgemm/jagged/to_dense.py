@@ -1,0 +1,194 @@
+"""Jagged -> padded dense on npu: ``fbgemm::jagged_to_padded_dense`` (+ ``_forward``),
+``jagged_1d_to_dense`` and ``jagged_2d_to_dense``.
+
+The math, dtypes, program and launch counts are in :mod:`.jagged` (the family's public face for
+the jagged <-> dense ops).  The gradient is ``jagged_to_padded_dense_backward``
+(:mod:`.to_jagged`) of the incoming gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from fbgemm_npu.native._autograd import below_autograd
+from fbgemm_npu.native._checks import check_ndim
+from fbgemm_npu.native.fbgemm.jagged._utils import (
+    READ_CHECK,
+    check_max_lengths,
+    check_offsets,
+    check_values,
+    checked_dense_index,
+    numel_of,
+    padding_scalar,
+    record_or_run,
+)
+
+__all__ = [
+    "KERNELS",
+    "jagged_1d_to_dense_npu",
+    "jagged_2d_to_dense_npu",
+    "jagged_to_padded_dense_forward_npu",
+    "jagged_to_padded_dense_npu",
+    "to_dense",
+]
+
+JAGGED_TO_PADDED_DENSE = "fbgemm::jagged_to_padded_dense"
+JAGGED_TO_PADDED_DENSE_FORWARD = "fbgemm::jagged_to_padded_dense_forward"
+JAGGED_1D_TO_DENSE = "fbgemm::jagged_1d_to_dense"
+JAGGED_2D_TO_DENSE = "fbgemm::jagged_2d_to_dense"
+
+
+def to_dense(
+    op: str,
+    values: torch.Tensor,
+    offsets: Sequence[torch.Tensor],
+    max_lengths: Sequence[int],
+    padding_value: float,
+    values_arg: str = "values",
+    offsets_arg: str = "offsets",
+) -> torch.Tensor:
+    """Padded dense form of a jagged tensor: ``[B, *max_lengths]`` plus ``values``' inner dim.
+
+    Checks its arguments and names them as ``values_arg`` / ``offsets_arg`` in errors.
+    """
+    values = check_values(op, values_arg, values)
+    offsets = check_offsets(op, offsets_arg, offsets, values.device)
+    lengths = check_max_lengths(op, "max_lengths", max_lengths, len(offsets))
+    folded = values.dim() == 1
+    n = values.size(0)
+    inner = 1 if folded else values.size(-1)
+    out_shape = (offsets[0].numel() - 1, *lengths, *(() if folded else (inner,)))
+    if values.numel() == 0:
+        _check_padding_fits(op, padding_value, values.dtype)
+    pad_value = padding_scalar(padding_value, values.dtype)
+    if numel_of(out_shape) == 0:
+        return values.new_empty(out_shape)
+    if values.numel() == 0:  # upstream fills the padding without looking at the offsets
+        return values.new_full(out_shape, pad_value)
+    if numel_of(values.shape[1:]) != inner:
+        raise ValueError(
+            f"{op}: argument '{values_arg}' of shape {tuple(values.shape)} must be 1-D or "
+            f"[N, ..., D] with size-1 middle dims (upstream folds them into D)"
+        )
+    what = f"argument '{offsets_arg}': {READ_CHECK}"
+    index = checked_dense_index(op, offsets, lengths, n, what)
+    if index is None:
+        return values.new_full(out_shape, pad_value)
+    rows, _ = index
+    # Row n of the padded copy is the padding value: padding positions gather it, so no fill
+    # pass over the (much larger) output is needed.
+    if inner == 1:  # a 1-D gather: far faster than gathering [N, 1] rows of one element
+        table = F.pad(values.reshape(n), (0, 1), value=pad_value)
+    else:
+        table = F.pad(values.reshape(n, inner), (0, 0, 0, 1), value=pad_value)
+    return table.index_select(0, rows.reshape(-1)).view(out_shape)
+
+
+def _check_padding_fits(op: str, padding_value: float, dtype: torch.dtype) -> None:
+    """With no values upstream fills the output through c10's checked scalar conversion, which
+    refuses a ``padding_value`` outside ``dtype``'s range (even for an empty output; infinities
+    and NaN pass for float types, not for integers); ours checks the same on the host."""
+    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+    if dtype.is_floating_point and not math.isfinite(padding_value):
+        return
+    if math.isfinite(padding_value) and info.min <= padding_value <= info.max:
+        return
+    raise ValueError(
+        f"{op}: argument 'padding_value' ({padding_value}) cannot be converted to {dtype} "
+        "without overflow (upstream raises the same when 'values' is empty)"
+    )
+
+
+def jagged_to_padded_dense_forward_npu(
+    values: torch.Tensor,
+    offsets: list[torch.Tensor],
+    max_lengths: Sequence[int],
+    padding_value: float = 0.0,
+) -> torch.Tensor:
+    """``fbgemm::jagged_to_padded_dense_forward``: see :mod:`.jagged` (11 launches, k=1)."""
+    return to_dense(JAGGED_TO_PADDED_DENSE_FORWARD, values, offsets, max_lengths, padding_value)
+
+
+def jagged_to_padded_dense_npu(
+    values: torch.Tensor,
+    offsets: list[torch.Tensor],
+    max_lengths: Sequence[int],
+    padding_value: float = 0.0,
+) -> torch.Tensor:
+    """``fbgemm::jagged_to_padded_dense`` (upstream: the forward op plus autograd)."""
+    return to_dense(JAGGED_TO_PADDED_DENSE, values, offsets, max_lengths, padding_value)
+
+
+def jagged_1d_to_dense_npu(
+    values: torch.Tensor, offsets: torch.Tensor, max_sequence_length: int, padding_value: int
+) -> torch.Tensor:
+    """``fbgemm::jagged_1d_to_dense``: 1-D values -> ``[B, max_sequence_length]``."""
+    op = JAGGED_1D_TO_DENSE
+    check_ndim(op, "values", check_values(op, "values", values), (1,))
+    check_ndim(op, "offsets", offsets, (1,))
+    if max_sequence_length <= 0:
+        raise ValueError(f"{op}: argument 'max_sequence_length' must be > 0")
+    return to_dense(op, values, [offsets], [max_sequence_length], float(padding_value))
+
+
+def jagged_2d_to_dense_npu(
+    values: torch.Tensor, offsets: torch.Tensor, max_sequence_length: int
+) -> torch.Tensor:
+    """``fbgemm::jagged_2d_to_dense``: ``[B, max_sequence_length, D]``, padding 0."""
+    return to_dense(JAGGED_2D_TO_DENSE, values, [offsets], [max_sequence_length], 0.0)
+
+
+class _JaggedToPaddedDense(torch.autograd.Function):
+    """d(out)/d(values): to_jagged of the gradient (``jagged_to_padded_dense_backward``)."""
+
+    @staticmethod
+    def forward(ctx, values, run, *offsets):  # type: ignore[override]
+        ctx.save_for_backward(*offsets)
+        ctx.values_shape = values.shape
+        return below_autograd(run, values, list(offsets))
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        offsets = list(ctx.saved_tensors)
+        g = torch.ops.fbgemm.jagged_to_padded_dense_backward(grad, offsets, ctx.values_shape[0])
+        return (g.reshape(ctx.values_shape), None, *([None] * len(offsets)))
+
+
+def _autograd(op: str, one_offsets: bool = False) -> Callable[..., torch.Tensor]:
+    """The ``AutogradPrivateUse1`` kernel of the to-dense op ``op(values, offsets, *rest)``,
+    differentiable in ``values``; ``one_offsets``: the op takes one offsets tensor, not a list."""
+    packet = getattr(torch.ops.fbgemm, op.split("::", 1)[1])
+
+    def kernel(values: torch.Tensor, offsets: object, *rest: object) -> torch.Tensor:
+        def run(v: torch.Tensor, o: list[torch.Tensor]) -> torch.Tensor:
+            return packet(v, o[0] if one_offsets else o, *rest)
+
+        listed = [offsets] if one_offsets else list(offsets)  # type: ignore[call-overload]
+        return record_or_run(_JaggedToPaddedDense, values, run, listed)
+
+    kernel.__name__ = f"{op.split('::', 1)[1]}_autograd_npu"
+    return kernel
+
+
+KERNELS = {
+    JAGGED_TO_PADDED_DENSE: {
+        "PrivateUse1": jagged_to_padded_dense_npu,
+        "AutogradPrivateUse1": _autograd(JAGGED_TO_PADDED_DENSE),
+    },
+    JAGGED_TO_PADDED_DENSE_FORWARD: {
+        "PrivateUse1": jagged_to_padded_dense_forward_npu,
+        "AutogradPrivateUse1": _autograd(JAGGED_TO_PADDED_DENSE_FORWARD),
+    },
+    JAGGED_1D_TO_DENSE: {
+        "PrivateUse1": jagged_1d_to_dense_npu,
+        "AutogradPrivateUse1": _autograd(JAGGED_1D_TO_DENSE, one_offsets=True),
+    },
+    JAGGED_2D_TO_DENSE: {
+        "PrivateUse1": jagged_2d_to_dense_npu,
+        "AutogradPrivateUse1": _autograd(JAGGED_2D_TO_DENSE, one_offsets=True),
+    },
+}
