@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CUMSUM_OPS = tuple(
     f"fbgemm::asynchronous_{name}_cumsum" for name in ("complete", "exclusive", "inclusive")
 )

@@ -1,5 +1,5 @@
-"""``import fbgemm_npu`` must not change anything upstream owns (DESIGN.md rule 1), must be
-idempotent, and must be cheap.
+"""``import fbgemm_npu`` must not change anything upstream owns (docs/design.md, rule 1), must
+be idempotent, and must be cheap.
 
 Each check runs in a fresh interpreter so that nothing this pytest process imported earlier (the
 other test files import fbgemm_npu) hides a change.  The simulator stays off: these are properties
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MAX_IMPORT_OVERHEAD_S = 0.5
 
 # Keys we may register at; every other line of an fbgemm op's dispatch table must stay as upstream

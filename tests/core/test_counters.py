@@ -1,7 +1,8 @@
 """The launch/sync counters (``fbgemm_npu.testing.counters``) count what the docstring says.
 
 Every test runs twice: on CPU with ``device_type="cpu"`` (needs no device) and on the npu device
-(the simulator here, torch_npu on an Ascend host), where the budgets of OPS.md are enforced.
+(the simulator here, torch_npu on an Ascend host), where the op budgets (each family's
+``budgets.py``, catalogued in docs/ops.md) are enforced.
 """
 
 from __future__ import annotations

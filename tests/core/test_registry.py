@@ -1,4 +1,4 @@
-"""The one registrar enforces DESIGN.md rules 1 and 2 before anything reaches the dispatcher.
+"""The one registrar enforces docs/design.md rules 1 and 2 before anything reaches the dispatcher.
 
 Tests that register for real use a fresh ``Registry()`` and a throwaway namespace, so they neither
 touch ``fbgemm_npu._registry.REGISTRY`` nor collide with one another.
