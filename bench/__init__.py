@@ -1,1 +1,2 @@
-"""Benchmarks of fbgemm_npu: ``python -m bench ops`` (section-1 op families) and later ``tbe``."""
+"""Benchmarks of fbgemm_npu, one module per op family under ``bench/<namespace>/``, run by
+``python -m bench ops`` and ``python -m bench tbe`` (bench/__main__.py)."""

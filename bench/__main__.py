@@ -1,7 +1,11 @@
 """``python -m bench ops [--family F] [--repeats N] [--out FILE.md]``; ``python -m bench tbe``.
 
-Each module ``bench/ops_<family>.py`` exports ``CASES: list[Case]``; this runs them all (or those
-whose family matches ``--family``), prints the table and writes it to ``--out``.
+The benchmarks follow the kernels' family tree: ``bench/<namespace>/<family>.py`` benchmarks
+``fbgemm_npu/native/<namespace>/<family>/`` (``bench/fbgemm/jagged.py``, ...) and exports
+``CASES: list[Case]`` (:mod:`bench.harness`).  ``ops`` runs every family's cases (or those whose
+family matches ``--family``), prints the table and writes it to ``--out``.  ``tbe`` runs the TBE
+lookup benchmark of ``bench/fbgemm/tbe.py``, which is a measurement of its own, not a table of
+cases.
 """
 
 from __future__ import annotations
@@ -9,27 +13,64 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import importlib
-import pkgutil
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from bench.harness import Case, run_case, table
 
+BENCH = Path(__file__).resolve().parent
+# The module of ``python -m bench tbe``; it exports ``main``, not ``CASES``.
+TBE_MODULE = "bench.fbgemm.tbe"
+# Until every family has moved to bench/<namespace>/<family>.py, the old flat names still count.
+LEGACY_TBE_MODULE = "bench.tbe"
+LEGACY_PREFIX = "ops_"
 
-def _cases(prefix: str) -> list[Case]:
-    import bench
 
+def _public_modules(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.py") if not p.name.startswith("_"))
+
+
+def family_modules() -> list[str]:
+    """Every family benchmark module: ``bench.<namespace>.<family>`` for each package folder
+    under bench/, then any ``bench.ops_<family>`` not moved yet."""
+    found: list[str] = []
+    moved: set[str] = set()
+    for ns in sorted(p for p in BENCH.iterdir() if (p / "__init__.py").is_file()):
+        if ns.name.startswith("_"):
+            continue
+        for name in _public_modules(ns):
+            found.append(f"bench.{ns.name}.{name}")
+            moved.add(name)
+    for name in _public_modules(BENCH):
+        family = name.removeprefix(LEGACY_PREFIX)
+        if name.startswith(LEGACY_PREFIX) and family not in moved:
+            found.append(f"bench.{name}")
+    return found
+
+
+def _cases() -> list[Case]:
     out: list[Case] = []
-    for info in sorted(pkgutil.iter_modules(bench.__path__), key=lambda m: m.name):
-        if info.name.startswith(prefix):
-            out.extend(importlib.import_module(f"bench.{info.name}").CASES)
+    for modname in family_modules():
+        if modname == TBE_MODULE:
+            continue
+        cases = getattr(importlib.import_module(modname), "CASES", None)
+        if cases is None:
+            raise SystemExit(f"bench: {modname} exports no CASES")
+        out.extend(cases)
     return out
+
+
+def _tbe_module() -> ModuleType:
+    if (BENCH / "fbgemm" / "tbe.py").is_file():
+        return importlib.import_module(TBE_MODULE)
+    return importlib.import_module(LEGACY_TBE_MODULE)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = parser.add_subparsers(dest="what", required=True)
-    ops = sub.add_parser("ops", help="section-1 op families: ours vs upstream on CPU")
+    ops = sub.add_parser("ops", help="the op families: ours vs upstream on CPU")
     ops.add_argument("--family", default="*", help="fnmatch pattern on the family name")
     ops.add_argument("--repeats", type=int, default=15)
     ops.add_argument("--out", type=Path, default=Path("bench/results/ops.md"))
@@ -49,14 +90,12 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     if args.what == "tbe":
-        from bench import tbe as tbe_bench
-
-        return tbe_bench.main(args.repeats, args.out, threads=args.threads)
+        return _tbe_module().main(args.repeats, args.out, threads=args.threads)
 
     from fbgemm_npu.testing import simulate
 
     kind = simulate()
-    cases = [c for c in _cases("ops_") if fnmatch.fnmatch(c.family, args.family)]
+    cases = [c for c in _cases() if fnmatch.fnmatch(c.family, args.family)]
     if not cases:
         print("bench: no case matches", file=sys.stderr)
         return 2
