@@ -1,7 +1,7 @@
 """Argument checks shared by every kernel in ``fbgemm_npu/native/``.
 
-DESIGN.md rule 9: bad input gets a ``ValueError`` / ``RuntimeError`` that names the op, the
-argument and what was expected.  Each helper takes the qualified op name first
+docs/design.md, rule 9: bad input gets a ``ValueError`` / ``RuntimeError`` that names the op,
+the argument and what was expected.  Each helper takes the qualified op name first
 (``"fbgemm::asynchronous_complete_cumsum"``) so the message reads the same everywhere::
 
     fbgemm::asynchronous_complete_cumsum: argument 't_in' must be 1-D or 2-D, got a 3-D tensor

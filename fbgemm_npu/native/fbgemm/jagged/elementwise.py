@@ -20,8 +20,8 @@ Dtypes: float32, float16, bfloat16, int32, int64 (upstream's), mixed dtypes prom
 does; ``jagged_dense_elementwise_mul_backward`` also float64 (upstream CPU) and bfloat16 (CUDA).
 
 Launches (k = 1; 9 more per extra jagged dim): add, mul, add_jagged_output 12, dense_dense_add 14,
-with the data check (5 of them; ``FBGEMM_NPU_VALIDATE=0`` drops it: 7, 7, 7, 9); OPS.md's budget is
-10.  Syncs: 0.
+with the data check (5 of them; ``FBGEMM_NPU_VALIDATE=0`` drops it: 7, 7, 7, 9); the catalogue
+(docs/ops.md) targets 10.  Syncs: 0.
 
 Autograd (upstream registers it for all but ``add``, whose CPU kernel still records gradients
 through its inner to_dense; CUDA's too): d/dx of add is to_jagged(grad), d/dy is grad; mul uses

@@ -18,7 +18,8 @@ and a_values); offsets int32 or int64.
 How: ``dense_index`` (k = 1, padding rows point at row 0), one ``index_select`` of the ``[B, L]``
 rows of ``a``, a broadcast ``mul`` with ``v``, a ``masked_fill_`` of the padding products (so a
 non-finite ``v`` past a row's end cannot leak in, as upstream never reads it) and a ``sum`` over
-``L``.  Launches: forward 12 (8 without the data check; OPS.md budgets 10), backward 17.  Syncs: 0.
+``L``.  Launches: forward 12 (8 without the data check; the catalogue, docs/ops.md, targets 10),
+backward 17.  Syncs: 0.
 """
 
 from __future__ import annotations

@@ -44,7 +44,14 @@ import torch
 from fbgemm_npu.native.fbgemm.tbe._utils import TableClass, TbePlan, arange_cached
 from fbgemm_npu.native.fbgemm.tbe.forward import POOLING_MEAN, POOLING_NONE, ForwardState, VbeArgs
 
-__all__ = ["RunSlots", "accumulate_rows", "aggregate_class", "grad_rows_unsorted", "write_rows"]
+__all__ = [
+    "RunSlots",
+    "accumulate_rows",
+    "aggregate_class",
+    "grad_rows_unsorted",
+    "index_scale",
+    "write_rows",
+]
 
 
 @dataclass
@@ -82,7 +89,7 @@ def _class_grad_2d(
     return go.view(B, plan.total_D).index_select(1, cls.cols.view(-1)).view(-1, cls.D)
 
 
-def _index_scale(
+def index_scale(
     state: ForwardState,
     offsets: torch.Tensor,
     pooling_mode: int,
@@ -137,7 +144,7 @@ def aggregate_class(
     g2d = _class_grad_2d(plan, cls, grad_output, state, pooling_mode, vbe)
     if g2d.dtype != torch.float32:  # accumulate in fp32, as upstream does
         g2d = g2d.to(torch.float32)
-    scale = _index_scale(state, offsets, pooling_mode, indice_weights)
+    scale = index_scale(state, offsets, pooling_mode, indice_weights)
     psw = None if scale is None else scale.to(torch.float32).index_select(0, perm)
     agg = torch._embedding_bag(g2d, index_sorted[2], run_start, False, 0, False, psw, True, -1)[0]
     index = torch.zeros_like(mat).index_copy_(1, seg, index_sorted)

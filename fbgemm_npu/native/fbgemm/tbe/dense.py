@@ -16,19 +16,19 @@ from typing import Any
 
 import torch
 
-from fbgemm_npu.native.fbgemm.tbe._utils import class_view, get_plan
-from fbgemm_npu.native.fbgemm.tbe.backward import _index_scale, grad_rows_unsorted
-from fbgemm_npu.native.fbgemm.tbe.forward import VbeArgs, output_dtype_of, tbe_forward
+from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, class_view, get_plan
+from fbgemm_npu.native.fbgemm.tbe.backward import grad_rows_unsorted, index_scale
+from fbgemm_npu.native.fbgemm.tbe.call import named_args
+from fbgemm_npu.native.fbgemm.tbe.forward import ForwardState, VbeArgs, output_dtype_of, tbe_forward
 
-__all__ = ["dense_lookup_autograd", "dense_lookup_forward"]
+__all__ = [
+    "DENSE_EMBEDDING_CODEGEN_LOOKUP_FUNCTION",
+    "DenseLookupFunction",
+    "dense_lookup_autograd",
+    "dense_lookup_forward",
+]
 
-_OP = "fbgemm::dense_embedding_codegen_lookup_function"
-
-
-def _vbe(B_offsets: Any, ofr: Any, brpf: Any, vbe_output_size: int) -> VbeArgs | None:
-    if B_offsets is None:
-        return None
-    return VbeArgs(B_offsets, ofr, brpf, int(vbe_output_size))
+DENSE_EMBEDDING_CODEGEN_LOOKUP_FUNCTION = "fbgemm::dense_embedding_codegen_lookup_function"
 
 
 class DenseLookupFunction(torch.autograd.Function):
@@ -41,12 +41,7 @@ class DenseLookupFunction(torch.autograd.Function):
         indice_weights: torch.Tensor | None,
         args: dict[str, Any],
     ) -> torch.Tensor:
-        plan = get_plan(args["D_offsets"], args["weights_offsets"])
-        vbe = args["vbe"]
-        out, state = tbe_forward(
-            _OP, plan, dev_weights.reshape(-1), args["indices"], args["offsets"],
-            args["pooling_mode"], indice_weights, args["output_dtype"], vbe,
-        )  # fmt: skip
+        out, plan, state = _forward(args, dev_weights, indice_weights, for_backward=True)
         ctx.args, ctx.plan, ctx.state = args, plan, state
         ctx.dev_weights, ctx.indice_weights = dev_weights, indice_weights
         return out
@@ -62,7 +57,7 @@ class DenseLookupFunction(torch.autograd.Function):
             grad_iw = torch.zeros_like(ctx.indice_weights, dtype=torch.float32)
         if ctx.needs_input_grad[0]:
             grad_w = torch.zeros_like(weights).reshape(-1)
-        scale = _index_scale(state, args["offsets"], mode, ctx.indice_weights)
+        scale = index_scale(state, args["offsets"], mode, ctx.indice_weights)
         for cls, mat in zip(plan.classes, state.mats, strict=True):
             rows = grad_rows_unsorted(plan, cls, mat, grad_output, state, mode, vbe).float()
             member = (mat[1] > 0)[:, None]
@@ -72,7 +67,7 @@ class DenseLookupFunction(torch.autograd.Function):
                 )
                 dot = (rows * w_rows.float()).sum(1)
                 if mode == 1:
-                    dot = dot * _index_scale(state, args["offsets"], mode, None)
+                    dot = dot * index_scale(state, args["offsets"], mode, None)
                 grad_iw = torch.where(member[:, 0], dot, grad_iw)
             if grad_w is not None:
                 if scale is not None:
@@ -86,89 +81,62 @@ class DenseLookupFunction(torch.autograd.Function):
         return grad_w, grad_iw, None
 
 
-def _args(
-    weights_offsets: torch.Tensor,
-    D_offsets: torch.Tensor,
-    indices: torch.Tensor,
-    offsets: torch.Tensor,
-    pooling_mode: int,
-    output_dtype: int,
-    B_offsets: torch.Tensor | None,
-    ofr: torch.Tensor | None,
-    brpf: torch.Tensor | None,
-    vbe_output_size: int,
-) -> dict[str, Any]:
+def _args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The lookup's arguments (upstream's schema) as the kernels use them."""
+    op = DENSE_EMBEDDING_CODEGEN_LOOKUP_FUNCTION
+    a = named_args(op, args, kwargs)
+    vbe = None
+    if a["B_offsets"] is not None:
+        vbe = VbeArgs(
+            a["B_offsets"],
+            a["vbe_output_offsets_feature_rank"],
+            a["vbe_B_offsets_rank_per_feature"],
+            int(a["vbe_output_size"]),
+        )
     return {
-        "weights_offsets": weights_offsets,
-        "D_offsets": D_offsets,
-        "indices": indices,
-        "offsets": offsets,
-        "pooling_mode": int(pooling_mode),
-        "output_dtype": output_dtype_of(_OP, int(output_dtype)),
-        "vbe": _vbe(B_offsets, ofr, brpf, vbe_output_size),
+        "dev_weights": a["dev_weights"],
+        "indice_weights": a["indice_weights"],
+        "weights_offsets": a["weights_offsets"],
+        "D_offsets": a["D_offsets"],
+        "indices": a["indices"],
+        "offsets": a["offsets"],
+        "pooling_mode": int(a["pooling_mode"]),
+        "output_dtype": output_dtype_of(op, int(a["output_dtype"])),
+        "vbe": vbe,
     }
 
 
-def dense_lookup_autograd(
+def _forward(
+    args: dict[str, Any],
     dev_weights: torch.Tensor,
-    weights_offsets: torch.Tensor,
-    D_offsets: torch.Tensor,
-    total_D: int,
-    max_D: int,
-    hash_size_cumsum: torch.Tensor,
-    total_hash_size_bits: int,
-    indices: torch.Tensor,
-    offsets: torch.Tensor,
-    pooling_mode: int,
     indice_weights: torch.Tensor | None,
-    feature_requires_grad: torch.Tensor | None,
-    output_dtype: int = 0,
-    B_offsets: torch.Tensor | None = None,
-    vbe_output_offsets_feature_rank: torch.Tensor | None = None,
-    vbe_B_offsets_rank_per_feature: torch.Tensor | None = None,
-    max_B: int = -1,
-    max_B_feature_rank: int = -1,
-    vbe_output_size: int = -1,
-    mixed_D: bool = True,
-) -> torch.Tensor:
-    """AutogradPrivateUse1 kernel: the lookup with a dense weights gradient (see module doc)."""
-    args = _args(
-        weights_offsets, D_offsets, indices, offsets, pooling_mode, output_dtype, B_offsets,
-        vbe_output_offsets_feature_rank, vbe_B_offsets_rank_per_feature, vbe_output_size,
-    )  # fmt: skip
-    return DenseLookupFunction.apply(dev_weights, indice_weights, args)
+    for_backward: bool,
+) -> tuple[torch.Tensor, TbePlan, ForwardState]:
+    """The lookup of ``args`` in ``dev_weights``: ``(output, plan, forward state)``."""
+    plan = get_plan(args["D_offsets"], args["weights_offsets"])
+    out, state = tbe_forward(
+        DENSE_EMBEDDING_CODEGEN_LOOKUP_FUNCTION,
+        plan,
+        dev_weights.reshape(-1),
+        args["indices"],
+        args["offsets"],
+        args["pooling_mode"],
+        indice_weights,
+        args["output_dtype"],
+        args["vbe"],
+        for_backward=for_backward,
+    )
+    return out, plan, state
 
 
-def dense_lookup_forward(
-    dev_weights: torch.Tensor,
-    weights_offsets: torch.Tensor,
-    D_offsets: torch.Tensor,
-    total_D: int,
-    max_D: int,
-    hash_size_cumsum: torch.Tensor,
-    total_hash_size_bits: int,
-    indices: torch.Tensor,
-    offsets: torch.Tensor,
-    pooling_mode: int,
-    indice_weights: torch.Tensor | None,
-    feature_requires_grad: torch.Tensor | None,
-    output_dtype: int = 0,
-    B_offsets: torch.Tensor | None = None,
-    vbe_output_offsets_feature_rank: torch.Tensor | None = None,
-    vbe_B_offsets_rank_per_feature: torch.Tensor | None = None,
-    max_B: int = -1,
-    max_B_feature_rank: int = -1,
-    vbe_output_size: int = -1,
-    mixed_D: bool = True,
-) -> torch.Tensor:
-    """PrivateUse1 kernel: the forward alone."""
-    args = _args(
-        weights_offsets, D_offsets, indices, offsets, pooling_mode, output_dtype, B_offsets,
-        vbe_output_offsets_feature_rank, vbe_B_offsets_rank_per_feature, vbe_output_size,
-    )  # fmt: skip
-    plan = get_plan(D_offsets, weights_offsets)
-    out, _ = tbe_forward(
-        _OP, plan, dev_weights.reshape(-1), indices, offsets, args["pooling_mode"],
-        indice_weights, args["output_dtype"], args["vbe"], for_backward=False,
-    )  # fmt: skip
-    return out
+def dense_lookup_autograd(*args: Any, **kwargs: Any) -> torch.Tensor:
+    """AutogradPrivateUse1 kernel (upstream's schema): the lookup with a dense weights gradient
+    (see the module docstring)."""
+    a = _args(args, kwargs)
+    return DenseLookupFunction.apply(a["dev_weights"], a["indice_weights"], a)
+
+
+def dense_lookup_forward(*args: Any, **kwargs: Any) -> torch.Tensor:
+    """PrivateUse1 kernel (upstream's schema): the forward alone."""
+    a = _args(args, kwargs)
+    return _forward(a, a["dev_weights"], a["indice_weights"], for_backward=False)[0]

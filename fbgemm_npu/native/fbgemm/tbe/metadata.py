@@ -19,9 +19,9 @@ __all__ = [
     "get_infos_metadata_npu",
 ]
 
-_BOUNDS = "fbgemm::bounds_check_indices"
-_INFOS = "fbgemm::get_infos_metadata"
-_VBE = "fbgemm::generate_vbe_metadata"
+BOUNDS_CHECK_INDICES = "fbgemm::bounds_check_indices"
+GET_INFOS_METADATA = "fbgemm::get_infos_metadata"
+GENERATE_VBE_METADATA = "fbgemm::generate_vbe_metadata"
 
 FATAL, WARNING, IGNORE = 0, 1, 2
 DEFAULT_INFO_NUM_BITS = 32
@@ -64,7 +64,7 @@ def bounds_check_indices_npu(
     the device-side assert.  ``cummax`` runs as torch_npu's
     ``_cummax_helper``.  Syncs: 0.
     """
-    op = _BOUNDS
+    op = BOUNDS_CHECK_INDICES
     mode = int(bounds_check_mode)
     if mode not in (FATAL, WARNING, IGNORE):
         return
@@ -139,13 +139,14 @@ def get_infos_metadata_npu(unused: torch.Tensor, B: int, T: int) -> tuple[int, i
 
     Raises ``RuntimeError`` when ``B`` does not fit.  Host arithmetic only: 0 launches.
     """
+    op = GET_INFOS_METADATA
     if B <= 0 or T <= 0:
-        raise RuntimeError(f"{_INFOS}: arguments 'B' and 'T' must be positive, got B={B}, T={T}")
+        raise RuntimeError(f"{op}: arguments 'B' and 'T' must be positive, got B={B}, T={T}")
     num_bits = DEFAULT_INFO_NUM_BITS - _num_bits(T)
     mask = (1 << num_bits) - 1
     if B > mask:
         raise RuntimeError(
-            f"{_INFOS}: not enough bits for T = {T} and B = {B}: T takes {_num_bits(T)} bits, "
+            f"{op}: not enough bits for T = {T} and B = {B}: T takes {_num_bits(T)} bits, "
             f"leaving {num_bits} for B (max {mask})"
         )
     return num_bits, mask
@@ -171,7 +172,7 @@ def generate_vbe_metadata_npu(
     ``vbe_output_offsets`` replaces the first output.  ``D`` and ``nobag`` are unused, as on
     upstream's CPU.  Launches: about 14; syncs: 0.
     """
-    op = _VBE
+    op = GENERATE_VBE_METADATA
     if B_offsets.dim() != 1 or B_offsets_rank_per_feature.dim() != 2:
         raise ValueError(
             f"{op}: arguments 'B_offsets' and 'B_offsets_rank_per_feature' must be 1-D and 2-D"
@@ -206,7 +207,7 @@ def generate_vbe_metadata_npu(
 
 
 KERNELS = {
-    _BOUNDS: {"PrivateUse1": bounds_check_indices_npu},
-    _INFOS: {"PrivateUse1": get_infos_metadata_npu},
-    _VBE: {"PrivateUse1": generate_vbe_metadata_npu},
+    BOUNDS_CHECK_INDICES: {"PrivateUse1": bounds_check_indices_npu},
+    GET_INFOS_METADATA: {"PrivateUse1": get_infos_metadata_npu},
+    GENERATE_VBE_METADATA: {"PrivateUse1": generate_vbe_metadata_npu},
 }

@@ -4,9 +4,12 @@
 defines a pt2 lookup for (SSD variants excluded): upstream registers them at CUDA, Meta and the
 Autograd alias only, and its C++ autograd refuses npu tensors; we register
 
-* ``AutogradPrivateUse1``: :class:`fbgemm_npu.native.fbgemm.tbe.lookup.SplitLookupFunction` -- the
-  lookup, with a backward that applies the fused optimizer to the weights and states in place;
+* ``AutogradPrivateUse1``: :class:`.lookup.SplitLookupFunction` -- the lookup, with a backward
+  that applies the fused optimizer to the weights and states in place -- when a gradient is
+  needed, else the forward alone;
 * ``PrivateUse1``: the forward alone (reached when autograd is not involved).
+
+A call's arguments are read by their schema names and unpacked by :mod:`.call`.
 
 Upstream's Meta kernels stay in charge of shapes.  The metadata ops (``bounds_check_indices``,
 ``get_infos_metadata``, ``generate_vbe_metadata``) live in :mod:`.metadata`;
@@ -23,13 +26,14 @@ from typing import Any
 
 import torch
 
-from fbgemm_npu.native.fbgemm.tbe.dense import dense_lookup_autograd, dense_lookup_forward
-from fbgemm_npu.native.fbgemm.tbe.lookup import (
-    lookup_forward_only,
-    op_name,
-    parse_call,
-    run_lookup,
+from fbgemm_npu.native._autograd import needs_grad
+from fbgemm_npu.native.fbgemm.tbe.call import named_args, op_name, parse_call
+from fbgemm_npu.native.fbgemm.tbe.dense import (
+    DENSE_EMBEDDING_CODEGEN_LOOKUP_FUNCTION,
+    dense_lookup_autograd,
+    dense_lookup_forward,
 )
+from fbgemm_npu.native.fbgemm.tbe.lookup import lookup_forward_only, run_lookup
 
 __all__ = ["KERNELS", "pt2_optimizers"]
 
@@ -44,50 +48,26 @@ def pt2_optimizers() -> list[str]:
     return sorted(names)
 
 
-_SCHEMAS: dict[str, Any] = {}
-
-
-def _schema(optimizer: str) -> Any:
-    if optimizer not in _SCHEMAS:
-        name = op_name(optimizer).split("::", 1)[1]
-        _SCHEMAS[optimizer] = getattr(torch.ops.fbgemm, name).default._schema
-    return _SCHEMAS[optimizer]
-
-
-def _named(optimizer: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    schema = _schema(optimizer)
-    named: dict[str, Any] = {}
-    for i, arg in enumerate(schema.arguments):
-        if i < len(args):
-            named[arg.name] = args[i]
-        elif arg.name in kwargs:
-            named[arg.name] = kwargs[arg.name]
-        elif arg.has_default_value():
-            named[arg.name] = arg.default_value
-        else:
-            named[arg.name] = None
-    return named
-
-
 def _autograd_kernel(optimizer: str) -> Callable[..., torch.Tensor]:
-    _schema(optimizer)
+    op = op_name(optimizer)
 
     def kernel(*args: Any, **kwargs: Any) -> torch.Tensor:
-        named = _named(optimizer, args, kwargs)
+        named = named_args(op, args, kwargs)
         call = parse_call(optimizer, named)
-        if not torch.is_grad_enabled():
+        placeholder = named["placeholder_autograd_tensor"]
+        if not needs_grad(placeholder, call.indice_weights, call.dev_weights_param):
             return lookup_forward_only(call)  # eval / inference: nothing to save for a backward
-        return run_lookup(call, named["placeholder_autograd_tensor"])
+        return run_lookup(call, placeholder)
 
     kernel.__name__ = f"split_embedding_codegen_lookup_{optimizer}_function_pt2_autograd_npu"
     return kernel
 
 
 def _forward_kernel(optimizer: str) -> Callable[..., torch.Tensor]:
-    _schema(optimizer)
+    op = op_name(optimizer)
 
     def kernel(*args: Any, **kwargs: Any) -> torch.Tensor:
-        return lookup_forward_only(parse_call(optimizer, _named(optimizer, args, kwargs)))
+        return lookup_forward_only(parse_call(optimizer, named_args(op, args, kwargs)))
 
     kernel.__name__ = f"split_embedding_codegen_lookup_{optimizer}_function_pt2_npu"
     return kernel
@@ -100,7 +80,7 @@ KERNELS: dict[str, dict[str, Callable[..., Any]]] = {
     }
     for opt in pt2_optimizers()
 }
-KERNELS["fbgemm::dense_embedding_codegen_lookup_function"] = {
+KERNELS[DENSE_EMBEDDING_CODEGEN_LOOKUP_FUNCTION] = {
     "AutogradPrivateUse1": dense_lookup_autograd,
     "PrivateUse1": dense_lookup_forward,
 }

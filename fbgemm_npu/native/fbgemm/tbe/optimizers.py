@@ -218,8 +218,8 @@ def rowwise_adagrad_with_counter(
             adj = torch.where(rc_new > thr, cand, mult)
     elif reg == 4:
         w_sum_sq = (w * w).sum(1)
-        clip = rc_new * torch.clamp(a.get("weight_norm_coefficient") * w_sum_sq.sqrt(),
-                                    min=a.get("lower_bound"))  # fmt: skip
+        norm = a.get("weight_norm_coefficient") * w_sum_sq.sqrt()
+        clip = rc_new * torch.clamp(norm, min=a.get("lower_bound"))
         adj = torch.clamp(clip / g_sum_sq.sqrt(), max=1.0) * mult
     erc: Scalar = 1.0
     if reg == 3 and enabled:

@@ -1,0 +1,223 @@
+"""One ``split_embedding_codegen_lookup_<opt>_function_pt2`` call, unpacked.
+
+Upstream's Python invokers (``fbgemm_gpu/split_embedding_codegen_lookup_invokers``) call one pt2
+op per optimizer with the tables packed into lists (``weights``, ``momentum1``, ...) and the
+rest into ``aux_*`` / ``optim_*`` lists; :func:`parse_call` unpacks them by name, whatever the
+optimizer, into a :class:`LookupCall` that :mod:`.lookup` runs.
+
+Layout arguments upstream's CPU path uses: weights ``[host_weights, placements, offsets]``
+(ComputeDevice.CPU style) or ``[dev, uvm, placements, offsets, lxu_cache]`` (CUDA style); the
+optimizer states alike.  One of dev / uvm must hold all tables (UVM caching is a CUDA feature).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, get_plan
+from fbgemm_npu.native.fbgemm.tbe.forward import VbeArgs, output_dtype_of
+from fbgemm_npu.native.fbgemm.tbe.optimizers import OPTIMIZERS, StepArgs
+
+__all__ = ["GwdArgs", "LookupCall", "named_args", "op_name", "parse_call"]
+
+# optim_int / optim_float / optim_bool names per optimizer, in the invokers' order (1.8.0).
+_OPTIM_INT = {
+    "rowwise_adagrad": ("weight_decay_mode",),
+    "rowwise_adagrad_with_counter": (
+        "counter_halflife", "adjustment_iter", "learning_rate_mode", "weight_decay_mode",
+        "grad_sum_decay", "is_tail_id_thresh_ratio", "regularization_mode",
+    ),
+    "none": ("total_hash_size",),
+}  # fmt: skip
+_OPTIM_FLOAT = {
+    "adagrad": ("eps",),
+    "rowwise_adagrad": ("eps", "weight_decay", "max_norm"),
+    "rowwise_adagrad_with_counter": (
+        "eps", "weight_decay", "adjustment_ub", "max_counter", "tail_id_threshold",
+        "weight_norm_coefficient", "lower_bound",
+    ),
+    "rowwise_rmsprop_ar": ("eps", "ar_alpha", "ema_beta", "min_shrinkage"),
+    "adam": ("eps", "beta1", "beta2", "weight_decay"),
+    "partial_rowwise_adam": ("eps", "beta1", "beta2", "weight_decay"),
+    "lamb": ("eps", "beta1", "beta2", "weight_decay"),
+    "partial_rowwise_lamb": ("eps", "beta1", "beta2", "weight_decay"),
+    "lars_sgd": ("eta", "momentum", "weight_decay"),
+}  # fmt: skip
+_OPTIM_BOOL = {"adam": ("use_rowwise_bias_correction",)}
+
+
+def op_name(optimizer: str) -> str:
+    """The qualified name of the pt2 lookup op of ``optimizer``."""
+    return f"fbgemm::split_embedding_codegen_lookup_{optimizer}_function_pt2"
+
+
+_SCHEMAS: dict[str, Any] = {}
+
+
+def named_args(qualname: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A dispatcher call's arguments by their schema names (defaults filled in, ``None`` for
+    optional arguments with no default); the op's schema is read once."""
+    schema = _SCHEMAS.get(qualname)
+    if schema is None:
+        name = qualname.split("::", 1)[1]
+        schema = _SCHEMAS[qualname] = getattr(torch.ops.fbgemm, name).default._schema
+    named: dict[str, Any] = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(args):
+            named[arg.name] = args[i]
+        elif arg.name in kwargs:
+            named[arg.name] = kwargs[arg.name]
+        elif arg.has_default_value():
+            named[arg.name] = arg.default_value
+        else:
+            named[arg.name] = None
+    return named
+
+
+@dataclass
+class GwdArgs:
+    """Global weight decay (``WeightDecayMode.DECOUPLE_GLOBAL`` past ``start_iter``, rowwise
+    AdaGrad): ``prev_iter`` is the fp32 per-row buffer of the last iteration that touched each
+    row, laid out like ``momentum1`` (row ``hash_size_cumsum[t] + idx``, as upstream indexes it)."""
+
+    prev_iter: torch.Tensor
+    lower_bound: float
+
+
+@dataclass
+class LookupCall:
+    """One pt2 lookup call, unpacked."""
+
+    op: str
+    optimizer: str
+    weights: torch.Tensor  # flat 1-D buffer of all tables
+    dev_weights_param: torch.Tensor | None  # the `none` optimizer's differentiable weights
+    weights_offsets: torch.Tensor
+    D_offsets: torch.Tensor
+    max_D: int
+    hash_size_cumsum: torch.Tensor
+    indices: torch.Tensor
+    offsets: torch.Tensor
+    pooling_mode: int
+    indice_weights: torch.Tensor | None
+    feature_requires_grad: torch.Tensor | None
+    output_dtype: torch.dtype
+    vbe: VbeArgs | None
+    states: list[tuple[torch.Tensor, torch.Tensor]]  # (flat buffer, offsets)
+    state_rowwise: list[bool]
+    step: StepArgs
+    gradient_clipping: bool
+    max_gradient: float
+    total_unique_indices: int
+    total_hash_size: int
+    gwd: GwdArgs | None = None
+
+    def plan(self) -> TbePlan:
+        return get_plan(
+            self.D_offsets,
+            self.weights_offsets,
+            [(off, rw) for (_, off), rw in zip(self.states, self.state_rowwise, strict=True)],
+        )
+
+
+def _placed(op: str, arg: str, parts: list[Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(flat buffer, offsets) from ``[host, placements, offsets]`` or
+    ``[dev, uvm, placements, offsets(, lxu_cache)]``."""
+    if len(parts) == 3:
+        return parts[0], parts[2]
+    if len(parts) in (4, 5):
+        dev, uvm = parts[0], parts[1]
+        if len(parts) == 5 and parts[4] is not None and parts[4].numel() > 0:
+            raise RuntimeError(
+                f"{op}: argument '{arg}' has a non-empty LXU cache; UVM caching is a CUDA "
+                "feature and is not supported on npu (use EmbeddingLocation.DEVICE or HOST)"
+            )
+        if dev.numel() > 0 and uvm.numel() > 0:
+            raise RuntimeError(
+                f"{op}: argument '{arg}' splits its tables between device and UVM buffers; on "
+                "npu all tables must be in one (EmbeddingLocation.DEVICE or HOST)"
+            )
+        return (dev if dev.numel() > 0 or uvm.numel() == 0 else uvm), parts[3]
+    raise ValueError(
+        f"{op}: argument '{arg}' must be a list of 3, 4 or 5 tensors, got {len(parts)}"
+    )
+
+
+def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
+    """Unpack the named arguments of a pt2 lookup call (see the invokers for the list orders)."""
+    op = op_name(optimizer)
+    weights, w_off = _placed(op, "weights", list(a["weights"]))
+    dev_param = None
+    if optimizer == "none":
+        dev_param = weights
+    flat = weights.reshape(-1) if weights.dim() != 1 else weights
+    aux_t = list(a["aux_tensor"])
+    aux_i = list(a["aux_int"])
+    aux_f = list(a["aux_float"])
+    aux_b = list(a["aux_bool"])
+    vbe = None
+    if aux_t and aux_t[0] is not None:
+        vbe = VbeArgs(
+            B_offsets=aux_t[0],
+            output_offsets_feature_rank=aux_t[1],
+            B_offsets_rank_per_feature=aux_t[2],
+            output_size=int(a.get("vbe_output_size", -1)),
+        )
+    states, state_rowwise = [], []
+    spec = OPTIMIZERS.get(optimizer)
+    for name, rowwise in spec.states if spec else ():
+        states.append(_placed(op, name, list(a[name])))
+        state_rowwise.append(rowwise)
+    hp: dict[str, float] = {}
+    for key, names in ((_OPTIM_INT, "optim_int"), (_OPTIM_FLOAT, "optim_float")):
+        for n, v in zip(key.get(optimizer, ()), a.get(names) or (), strict=False):
+            hp[n] = float(v)
+    for n, v in zip(_OPTIM_BOOL.get(optimizer, ()), a.get("optim_bool") or (), strict=False):
+        hp[n] = float(bool(v))
+    if optimizer == "adam" and hp.get("use_rowwise_bias_correction"):
+        ot = list(a["optim_tensor"])
+        host_form = ot[0] is not None and ot[0].numel() > 0
+        parts = [ot[0], ot[3], ot[4]] if host_form else [ot[1], ot[2], ot[3], ot[4]]
+        states.append(_placed(op, "row_counter", parts))
+        state_rowwise.append(True)
+    gwd = None
+    if len(aux_b) > 3 and aux_b[3]:
+        prev_iter = aux_t[5] if len(aux_t) > 5 else None
+        if optimizer != "rowwise_adagrad" or prev_iter is None or prev_iter.numel() == 0:
+            raise NotImplementedError(
+                f"{op}: argument 'aux_bool' asks for global weight decay, which needs rowwise "
+                "AdaGrad and a non-empty 'prev_iter_dev' in 'aux_tensor'"
+            )
+        gwd = GwdArgs(prev_iter=prev_iter, lower_bound=float(aux_f[0]) if aux_f else 0.0)
+    lr_t = a.get("learning_rate_tensor")
+    lr: float | torch.Tensor = 0.0
+    if lr_t is not None:
+        lr = float(lr_t.item()) if lr_t.device.type == "cpu" else lr_t.reshape(())
+    return LookupCall(
+        op=op,
+        optimizer=optimizer,
+        weights=flat,
+        dev_weights_param=dev_param,
+        weights_offsets=w_off,
+        D_offsets=a["D_offsets"],
+        max_D=int(a["max_D"]),
+        hash_size_cumsum=a["hash_size_cumsum"],
+        indices=a["indices"],
+        offsets=a["offsets"],
+        pooling_mode=int(a["pooling_mode"]),
+        indice_weights=a.get("indice_weights"),
+        feature_requires_grad=a.get("feature_requires_grad"),
+        output_dtype=output_dtype_of(op, int(a["output_dtype"])),
+        vbe=vbe,
+        states=states,
+        state_rowwise=state_rowwise,
+        step=StepArgs(lr=lr, iter=int(aux_i[0]) if aux_i else 0, hp=hp),
+        gradient_clipping=bool(aux_b[4]) if len(aux_b) > 4 else False,
+        max_gradient=float(aux_f[1]) if len(aux_f) > 1 else 0.0,
+        total_unique_indices=int(a.get("total_unique_indices", 0) or 0),
+        total_hash_size=int(hp.get("total_hash_size", 0)),
+        gwd=gwd,
+    )
