@@ -1,7 +1,114 @@
-"""Budgets of the family: one entry per op it registers (see fbgemm_npu.native.family.Budget)."""
+"""Budgets of the jagged family, one entry per op it registers (see
+fbgemm_npu.native.family.Budget); ``tests/fbgemm/jagged/test_jagged_budgets.py`` measures each.
+
+The main path is one jagged dim, contiguous inputs and every size argument given; ``paths``
+names the others.  The data check (every position the offsets reach lies inside the tensor it
+reads or writes) costs 5 launches for one jagged dim and grows with each further dim, while
+``checks`` is one number per op: the ``two_dims`` / ``three_dims`` paths therefore hold the
+check's growth as well (their count with the checks on, less ``checks``), and are ceilings, not
+exact counts, with the checks off.  The same holds for ``two_dtypes``, which runs the check twice.
+"""
 
 from __future__ import annotations
 
 from fbgemm_npu.native.family import Budget
 
-BUDGETS: dict[str, Budget] = {}
+# Jagged -> dense: the dense index (arange, add, compare for the first dim; a further dim adds a
+# pair gather, clamp, arange, add, compare, or and fill), its padding fill, the padded copy of
+# the values and one gather.  A further dim's check adds a subtract and a floor_divide, and the
+# second dim a cat of the checks.
+_TO_DENSE = Budget(launches=6, checks=5, paths={"two_dims": 16, "three_dims": 25})
+
+# Dense -> jagged: the same index, then a zeroed output and one scatter.  Without total_L the
+# output length is read back (an amax and its sync, as upstream reads it); a dense input that no
+# view flattens to [rows, D] (transposed) is copied once.
+_TO_JAGGED = Budget(
+    launches=6,
+    checks=5,
+    syncs=0,
+    syncs_unsized=1,
+    paths={
+        "no_total_L": 7,
+        "strided_dense": 7,
+        "strided_dense_no_total_L": 8,
+        "two_dims": 16,
+        "three_dims": 25,
+        "two_dims_no_total_L": 17,
+        "three_dims_no_total_L": 26,
+    },
+)
+
+# to_jagged of y (a strided y is copied, as above) and the product or sum with x_values.
+_JAGGED_OUTPUT = Budget(
+    launches=7, checks=5, paths={"strided_y": 8, "two_dims": 17, "three_dims": 26}
+)
+
+# y_0 and y_1 of one dtype and shape are stacked and scattered at once (stack, the index, the
+# zeroed output, one scatter, two adds).  Otherwise ("two_dtypes") each goes through its own
+# to_jagged, index and check included, and a strided one is copied: the ceiling counts both.
+_DENSE_DENSE = Budget(
+    launches=9,
+    checks=5,
+    paths={
+        "two_dims": 19,
+        "three_dims": 28,
+        "two_dtypes": 21,
+        "two_dims_two_dtypes": 39,
+        "three_dims_two_dtypes": 57,
+    },
+)
+
+# A host-to-device copy of the per-key slice starts and limits, their cat, cumsum and minimum,
+# then the grid index and the padded gather of to_dense, for any number of keys.
+_STACKED = Budget(
+    launches=10,
+    checks=5,
+    target=8,
+    note=(
+        "the per-key slice starts and limits (host lists) cost a host-to-device copy, a cat and "
+        "a minimum; a fused kernel reading them as kernel arguments closes it"
+    ),
+)
+
+BUDGETS: dict[str, Budget] = {
+    "fbgemm::jagged_to_padded_dense": _TO_DENSE,
+    "fbgemm::jagged_to_padded_dense_forward": _TO_DENSE,
+    "fbgemm::jagged_1d_to_dense": Budget(launches=6, checks=5),
+    "fbgemm::jagged_2d_to_dense": Budget(launches=6, checks=5),
+    # to_jagged of the gradient, total_L always given
+    "fbgemm::jagged_to_padded_dense_backward": Budget(
+        launches=6,
+        checks=5,
+        paths={"strided_grad_output": 7, "two_dims": 16, "three_dims": 25},
+    ),
+    "fbgemm::dense_to_jagged": _TO_JAGGED,
+    "fbgemm::dense_to_jagged_forward": _TO_JAGGED,
+    # to_dense of x at y's lengths, then one add (a strided or broadcast y costs nothing more)
+    "fbgemm::jagged_dense_elementwise_add": Budget(
+        launches=7, checks=5, paths={"two_dims": 17, "three_dims": 26}
+    ),
+    "fbgemm::jagged_dense_elementwise_mul": _JAGGED_OUTPUT,
+    "fbgemm::jagged_dense_elementwise_mul_forward": _JAGGED_OUTPUT,
+    "fbgemm::jagged_dense_elementwise_add_jagged_output": _JAGGED_OUTPUT,
+    # one index for both gradients: the scatter of y and a product for x's, a product into a
+    # padded buffer, its spare row zeroed, and the gather for y's
+    "fbgemm::jagged_dense_elementwise_mul_backward": Budget(
+        launches=10, checks=5, paths={"two_dims": 20, "three_dims": 29}
+    ),
+    "fbgemm::jagged_dense_dense_elementwise_add_jagged_output": _DENSE_DENSE,
+    "fbgemm::jagged_dense_dense_elementwise_add_jagged_output_forward": _DENSE_DENSE,
+    # the [B, L] index (4), the row gather, the broadcast product, its padding fill, the sum
+    "fbgemm::batched_dense_vec_jagged_2d_mul": Budget(launches=8, checks=4),
+    "fbgemm::batched_dense_vec_jagged_2d_mul_forward": Budget(launches=8, checks=4),
+    "fbgemm::batched_dense_vec_jagged_2d_mul_backward": Budget(
+        launches=13,
+        checks=4,
+        target=10,
+        note=(
+            "two gradients on the forward's index: v's (product, padding fill, sum, a copy to "
+            "[B*H, L]) and a's (product, padding fill, zeros, index_put_); a fused kernel closes it"
+        ),
+    ),
+    "fbgemm::stacked_jagged_1d_to_dense": _STACKED,
+    "fbgemm::stacked_jagged_2d_to_dense": _STACKED,
+}

@@ -1,28 +1,23 @@
-"""Specs for the jagged-dense elementwise ops and ``batched_dense_vec_jagged_2d_mul``.
+"""Specs for the jagged-dense elementwise ops.
 
-``jagged_dense_elementwise_add`` (dense output), ``_mul``, ``_add_jagged_output``,
-``jagged_dense_dense_elementwise_add_jagged_output``, ``jagged_dense_elementwise_mul_backward``
-and ``batched_dense_vec_jagged_2d_mul``, forward and (float inputs) backward.
+``jagged_dense_elementwise_add`` (dense output), ``_mul``, ``_add_jagged_output`` and
+``jagged_dense_dense_elementwise_add_jagged_output``, forward and (float inputs) backward (which
+runs ``jagged_dense_elementwise_mul_backward``); the loop reference of upstream's walk.
 
 Oracle: upstream's CPU kernels.  The elementwise ops do one add / multiply per element in the
 output dtype, as ours do, so they are compared exactly.  bfloat16 ``mul`` gradients use this
 module's float64 reference (upstream's CPU ``jagged_dense_elementwise_mul_backward`` has no
 bfloat16 kernel, CUDA's has): ours rounds the gradient to bfloat16, then the product, the
 reference neither: ``rtol 2**-7``.
-``batched_dense_vec_jagged_2d_mul`` forms the same rounded products as upstream and sums them in
-float32 in another order: one rounding of the output dtype relative to the result (``rtol``
-``1e-6`` float32, ``2**-10`` float16, ``2**-7`` bfloat16), ``atol`` for sums that cancel
-(``1e-5``, ``1e-4``, ``1e-3``).
 
 Drawn inputs: 1-3 jagged dims, B = 0..5, lengths 0..6 against max lengths 0..4 (truncation and
 empty rows), D = 0..3, every dtype upstream takes, int32 / int64 offsets, transposed / sliced
 layouts, y broadcast over the batch or inner dim (``add``), mixed dtypes (promoted as torch does).
 ``x_values`` has exactly ``offsets[-1][-1]`` rows for the jagged-output ops: upstream CPU raises
-otherwise, CUDA and ours leave rows after the last offset uncovered (``tests/test_jagged.py``).
+otherwise, CUDA and ours leave rows after the last offset uncovered (tests/fbgemm/jagged/).
 
-Budgets (OPS.md: 10): ``add`` 12, ``mul`` / ``add_jagged_output`` 12, ``dense_dense`` 14 (24 with
-mixed y dtypes), ``batched_dense_vec_jagged_2d_mul`` 12 for one jagged dim; 9 more per further dim
-(and 1 ``cat``); the data check is 4-5 of these (see ``native/jagged_elementwise.py``).
+Budgets: the op's entry, on its path for the number of jagged dims, a ``y`` no view flattens to
+rows (copied once) and, for ``dense_dense``, ``y_0`` and ``y_1`` of two dtypes (two scatters).
 """
 
 from __future__ import annotations
@@ -33,20 +28,20 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from conformance.harness import Budget, Compare, OpSpec, Tol
-from conformance.specs.jagged import DTYPES, FLOATS, dense_launches, jagged_inputs, real
+from conformance.harness import BudgetUse, Compare, OpSpec, Tol
+from conformance.specs.fbgemm.jagged.inputs import (
+    DTYPES,
+    EXACT,
+    OFFSETS,
+    jagged_inputs,
+    real,
+    rows_need_copy,
+)
 from conformance.strategies import with_layout
+from fbgemm_npu.testing.jagged_inputs import dims_path
 
 F = torch.ops.fbgemm
-EXACT = Compare({d: Tol(0.0, 0.0) for d in (*FLOATS, torch.float64)})
-ROUNDING = Compare(
-    {
-        torch.float32: Tol(rtol=1e-6, atol=1e-5),
-        torch.float16: Tol(rtol=2**-10, atol=1e-4),
-        torch.bfloat16: Tol(rtol=2**-7, atol=1e-3),
-    }
-)
-_O = torch.tensor([0, 2, 2, 5])
+_O = OFFSETS
 
 
 # ---- references (float64; independent of fbgemm_npu) ---------------------------------------------
@@ -101,8 +96,9 @@ def _dense(draw: st.DrawFn, shape: tuple[int, ...], dtype: torch.dtype) -> Any:
 
 
 @st.composite
-def elementwise_inputs(draw: st.DrawFn, name: str, dtypes: tuple = DTYPES,
-                       mixed: bool = True) -> dict[str, Any]:  # fmt: skip
+def elementwise_inputs(
+    draw: st.DrawFn, name: str, dtypes: tuple = DTYPES, mixed: bool = True
+) -> dict[str, Any]:
     """``x_values``, ``x_offsets`` and ``y`` (``y_0``, ``y_1``) of one op."""
     dense_out = name == "jagged_dense_elementwise_add"
     args = draw(jagged_inputs((1, 2, 3), dtypes, rank="2", decreasing=dense_out, tail=dense_out))
@@ -124,51 +120,19 @@ def elementwise_inputs(draw: st.DrawFn, name: str, dtypes: tuple = DTYPES,
 
 
 def _budget_of(name: str):  # noqa: ANN202
-    def budget(x_values: Any, x_offsets: list[Any], y: Any = None, y_0: Any = None,
-               y_1: Any = None) -> Budget:  # fmt: skip
-        k, yy = len(x_offsets), real(y if y is not None else y_0)
-        if yy.numel() == 0:
-            return Budget(4, 0)  # zeros / fills and the elementwise ops on empty tensors
-        if name == "jagged_dense_elementwise_add":
-            return Budget(dense_launches(k, write=False) + 1, 0)
-
-        def write(t: Any) -> int:  # to_jagged of t, plus a copy when t is not contiguous
-            return dense_launches(k, write=True) + int(not real(t).is_contiguous())
-
+    def budget(
+        x_values: Any, x_offsets: list[Any], y: Any = None, y_0: Any = None, y_1: Any = None
+    ) -> BudgetUse:
+        k = len(x_offsets)
+        if name == "jagged_dense_elementwise_add":  # a strided or broadcast y costs nothing more
+            return BudgetUse(path=dims_path(k))
         if y_1 is None:
-            return Budget(write(yy) + 1, 0)
-        if real(y_1).dtype != yy.dtype:  # two scatters
-            return Budget(write(yy) + write(y_1) + 2, 0)
-        return Budget(1 + dense_launches(k, write=True) + 2, 0)  # stack, one scatter, two adds
+            return BudgetUse(path=dims_path(k, *(("strided_y",) if rows_need_copy(y) else ())))
+        y0, y1 = real(y_0), real(y_1)
+        two = y0.dtype != y1.dtype or y0.shape != y1.shape  # scattered one by one
+        return BudgetUse(path=dims_path(k, *(("two_dtypes",) if two else ())))
 
     return budget
-
-
-@st.composite
-def bdvj_inputs(draw: st.DrawFn, dtypes: tuple = FLOATS) -> dict[str, Any]:
-    b, h, d, length = (draw(st.integers(0, 4)), draw(st.integers(1, 3)),
-                       draw(st.integers(0, 3)), draw(st.integers(0, 4)))  # fmt: skip
-    lens = [draw(st.integers(0, 6)) for _ in range(b)]
-    offs = [0]
-    for n in lens:
-        offs.append(offs[-1] + n)
-    dtype = draw(st.sampled_from(list(dtypes)))
-    fill = draw(st.sampled_from(["small_ints", "uniform"]))
-    seed = draw(st.integers(0, 2**31 - 1))
-    layout = draw(st.sampled_from(["contiguous", "transposed", "sliced"]))
-    return {
-        "v": with_layout((b * h, length), dtype, fill, seed, layout),
-        "a_values": with_layout((offs[-1], h * d), dtype, fill, seed + 1, layout),
-        "a_offsets": torch.tensor(offs, dtype=draw(st.sampled_from([torch.int32, torch.int64]))),
-    }
-
-
-def bdvj_budget(v: Any, a_values: Any, a_offsets: Any) -> Budget:
-    vv, a = real(v), real(a_values)
-    b = a_offsets.numel() - 1
-    if b == 0 or vv.size(1) == 0 or a.size(1) // max(1, vv.size(0) // b) == 0:
-        return Budget(1, 0)
-    return Budget(12 + int(not vv.is_contiguous()), 0)
 
 
 # ---- edge cases ----------------------------------------------------------------------------
@@ -188,7 +152,7 @@ _EXAMPLES: dict[str, tuple[dict[str, Any], ...]] = {
             "x_values": torch.tensor([1.0, 2, 3, 4, float("inf")]).view(5, 1),
             "x_offsets": [_O],
             "y": _Y,
-        },  # inf * uncovered 0 = nan, as upstream  # fmt: skip
+        },  # inf * uncovered 0 = nan, as upstream
         {"x_values": _X, "x_offsets": [_O], "y": _Y.half()},
         {
             "x_values": torch.zeros(0, 2),
@@ -213,42 +177,27 @@ _EXAMPLES: dict[str, tuple[dict[str, Any], ...]] = {
 
 def _specs(name: str) -> list[OpSpec]:
     grads = ("x_values", "y_0", "y_1") if "dense_dense" in name else ("x_values", "y")
+    op, budget = getattr(F, name), _budget_of(name)
+    half_grads = elementwise_inputs(name, (torch.float32, torch.float16), "mul" not in name)
     specs = [
-        OpSpec(name, getattr(F, name), elementwise_inputs(name), EXACT, _budget_of(name),
-               examples=_EXAMPLES[name]),
-        OpSpec(f"{name}.backward", getattr(F, name),
-               elementwise_inputs(name, (torch.float32, torch.float16), "mul" not in name),
-               EXACT, _budget_of(name),
-               backward=True, grad_inputs=grads),
-    ]  # fmt: skip
+        OpSpec(name, op, elementwise_inputs(name), EXACT, budget, examples=_EXAMPLES[name]),
+        OpSpec(f"{name}.backward", op, half_grads, EXACT, budget, backward=True, grad_inputs=grads),
+    ]
     if name == "jagged_dense_elementwise_mul":
-        specs.append(OpSpec(f"{name}.backward[bfloat16]", getattr(F, name),
-                            elementwise_inputs(name, (torch.bfloat16,), False),
-                            Compare({torch.bfloat16: Tol(2**-7, 0.0)}), _budget_of(name),
-                            reference=mul_reference, backward=True, grad_inputs=grads,
-                            notes="CUDA-only backward dtype: float64 reference"))  # fmt: skip
+        specs.append(
+            OpSpec(
+                f"{name}.backward[bfloat16]",
+                op,
+                elementwise_inputs(name, (torch.bfloat16,), False),
+                Compare({torch.bfloat16: Tol(2**-7, 0.0)}),
+                budget,
+                reference=mul_reference,
+                backward=True,
+                grad_inputs=grads,
+                notes="CUDA-only backward dtype: float64 reference",
+            )
+        )
     return specs
 
 
-_AO = torch.tensor([0, 3, 3, 7])
-_BDVJ_EXAMPLES = (
-    {"v": torch.ones(6, 4), "a_values": torch.ones(7, 6), "a_offsets": _AO},
-    {"v": torch.ones(0, 4), "a_values": torch.ones(7, 6), "a_offsets": torch.tensor([0])},
-    {"v": torch.ones(5, 4), "a_values": torch.ones(7, 6), "a_offsets": _AO},  # B | v rows: raises
-    {"v": torch.ones(6, 4).double(), "a_values": torch.ones(7, 6).double(), "a_offsets": _AO},
-)
-
-SPECS = [
-    *[spec for name in _EXAMPLES for spec in _specs(name)],
-    OpSpec(
-        "batched_dense_vec_jagged_2d_mul",
-        F.batched_dense_vec_jagged_2d_mul,
-        bdvj_inputs(),
-        ROUNDING,
-        bdvj_budget,
-        backward=True,
-        grad_inputs=("v", "a_values"),
-        examples=_BDVJ_EXAMPLES,
-        notes="same products as upstream, summed in another order: one output rounding",
-    ),
-]
+SPECS = [spec for name in _EXAMPLES for spec in _specs(name)]

@@ -1,0 +1,1 @@
+"""Specs of the cumsum family (``fbgemm_npu/native/fbgemm/cumsum/``)."""

@@ -1,0 +1,83 @@
+"""The cumsum family's launch and sync budgets, read from its ``budgets.py`` (written once there).
+
+Every op and every path of its budget is measured at two sizes (the count must not depend on
+them), with the data checks off and on (the family has none: the counts agree), on each input
+form the ops take: 1-D, 2-D rows, a half type, a sliced view; ``strided`` is a view no reshape
+flattens (transposed), which exclusive / inclusive clone before their scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from fbgemm_npu._registry import REGISTRY
+from fbgemm_npu.testing.budgets import assert_op_budget, budget_of
+
+NPU = "npu"
+SIZES = (24, 26 * 2048)  # elements: the counts must not depend on them
+KINDS = ("complete", "exclusive", "inclusive")
+# Input forms on the main path: (name, view of a 1-D int64 tensor of even length).
+FORMS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "1-D": lambda t: t,
+    "2-D": lambda t: t.view(2, -1),
+    "float16": lambda t: t.half(),
+    "sliced": lambda t: t[::2],
+    "transposed": lambda t: t.view(2, -1).t(),  # complete scans it row by row as it is
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str
+    path: str | None
+    form: str
+
+    @property
+    def qualname(self) -> str:
+        return f"fbgemm::asynchronous_{self.kind}_cumsum"
+
+    def __str__(self) -> str:
+        return f"{self.kind}[{self.path or 'main'}, {self.form}]"
+
+
+def _cases() -> list[Case]:
+    cases = []
+    for kind in KINDS:
+        strided = "strided" in budget_of(f"fbgemm::asynchronous_{kind}_cumsum").paths
+        for form in FORMS:
+            path = "strided" if strided and form == "transposed" else None
+            cases.append(Case(kind, path, form))
+    return cases
+
+
+CASES = _cases()
+
+
+def _measure(case: Case) -> None:
+    op = getattr(torch.ops.fbgemm, f"asynchronous_{case.kind}_cumsum")
+    for n in SIZES:
+        t = FORMS[case.form](torch.randint(0, 40, (n,), device=NPU))  # built before the count
+        c = assert_op_budget(lambda t=t: op(t), case.qualname, path=case.path, exact=True)
+        assert [r.op for r in c.calls] == [f"fbgemm.asynchronous_{case.kind}_cumsum.default"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_budget_with_the_checks_off(case: Case, no_validation: None) -> None:
+    _measure(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_budget_with_the_checks_on(case: Case) -> None:
+    _measure(case)
+
+
+def test_every_op_and_path_of_the_family_is_measured() -> None:
+    family = {q for q, f in REGISTRY.families.items() if f.endswith(".cumsum")}
+    assert {c.qualname for c in CASES} == family
+    for qualname in family:
+        paths = {c.path for c in CASES if c.qualname == qualname}
+        assert paths == {None, *budget_of(qualname).paths}, qualname

@@ -1,0 +1,233 @@
+"""The jagged family's launch and sync budgets, read from its ``budgets.py`` (written once there).
+
+Every op the family registers and every path of its budget is measured here, at two sizes (the
+count must not depend on them), with the data checks off (the kernel alone) and on (the
+default).  A count must equal its budget, except where the budget is a ceiling by construction:
+the paths whose data check costs more than the op's ``checks`` (more jagged dims, two dtypes;
+see the budgets module) are exact with the checks on and held under the ceiling without them,
+and :func:`test_each_further_jagged_dim_costs_the_same` pins how those counts grow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import pytest
+import torch
+
+from fbgemm_npu._registry import REGISTRY
+from fbgemm_npu.testing.budgets import assert_op_budget, budget_of
+from fbgemm_npu.testing.jagged_inputs import dims_path, jagged, nested, nested_lengths, to_npu
+
+F = torch.ops.fbgemm
+NPU = "npu"
+SIZES = ((4, 3, 2), (128, 64, 128))  # (B, max_len, D): the counts must not depend on them
+DIMS = (1, 2, 3)
+ELEMENTWISE = (
+    "jagged_dense_elementwise_add",
+    "jagged_dense_elementwise_mul",
+    "jagged_dense_elementwise_mul_forward",
+    "jagged_dense_elementwise_add_jagged_output",
+    "jagged_dense_elementwise_mul_backward",
+    "jagged_dense_dense_elementwise_add_jagged_output",
+    "jagged_dense_dense_elementwise_add_jagged_output_forward",
+)
+MATMUL = (
+    "batched_dense_vec_jagged_2d_mul",
+    "batched_dense_vec_jagged_2d_mul_forward",
+    "batched_dense_vec_jagged_2d_mul_backward",
+)
+
+Size = tuple[int, int, int]
+Call = Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measured path: ``make(size)`` builds the inputs on npu and returns the call."""
+
+    op: str  # the name in torch.ops.fbgemm
+    path: str | None
+    make: Callable[[Size], Call]
+    sized: bool = True
+    checks_grow: bool = False  # the data check costs more than the budget's ``checks`` here
+
+    @property
+    def qualname(self) -> str:
+        return f"fbgemm::{self.op}"
+
+    def __str__(self) -> str:
+        return f"{self.op}[{self.path or 'main'}]"
+
+
+def _strided(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s values in transposed memory: no view flattens it (built before the count)."""
+    return t.transpose(0, 1).contiguous().transpose(0, 1)
+
+
+def _batch(size: Size, k: int) -> tuple[torch.Tensor, list[torch.Tensor], list[int]]:
+    """Values, offsets and dense lengths of ``k`` jagged dims on npu."""
+    b, max_len, d = size
+    if k == 1:
+        values, offsets = jagged(b, max_len, d)
+        return to_npu(values), [to_npu(offsets)], [max_len]
+    values, offsets = nested(b, dims=k)
+    return to_npu(values), to_npu(offsets), nested_lengths(k)
+
+
+def _dense(values: torch.Tensor, lengths: list[int], b: int, strided: bool = False) -> Any:
+    dense = torch.randn(b, *lengths, values.size(-1), device=NPU)
+    return _strided(dense) if strided else dense
+
+
+def _to_dense(op: str, k: int, size: Size) -> Call:
+    v, offsets, lengths = _batch(size, k)
+    fn = getattr(F, op)
+    if op == "jagged_1d_to_dense":
+        v1 = v[:, 0].contiguous()
+        return lambda: fn(v1, offsets[0], lengths[0], 0)
+    if op == "jagged_2d_to_dense":
+        return lambda: fn(v, offsets[0], lengths[0])
+    return lambda: fn(v, offsets, lengths, -1.0)
+
+
+def _to_jagged(op: str, k: int, strided: bool, sized: bool, size: Size) -> Call:
+    v, offsets, lengths = _batch(size, k)
+    dense, fn = _dense(v, lengths, size[0], strided), getattr(F, op)
+    total = v.size(0) if sized else None
+    return lambda: fn(dense, offsets, total)
+
+
+def _elementwise(op: str, k: int, strided: bool, two_dtypes: bool, size: Size) -> Call:
+    v, offsets, lengths = _batch(size, k)
+    y, fn = _dense(v, lengths, size[0], strided), getattr(F, op)
+    if "dense_dense" in op:
+        y_1 = _dense(v, lengths, size[0], strided).half() if two_dtypes else y
+        return lambda: fn(v, offsets, y, y_1)
+    if op.endswith("_mul_backward"):
+        grad = torch.randn_like(v)
+        return lambda: fn(grad, offsets, y, v)
+    return lambda: fn(v, offsets, y)
+
+
+def _matmul(op: str, size: Size) -> Call:
+    b, max_len, d = size
+    v, offsets, _ = _batch(size, 1)
+    vec = torch.randn(b * 2, max_len, device=NPU)  # H = 2 heads
+    a = torch.randn(v.size(0), 2 * d, device=NPU)
+    fn = getattr(F, op)
+    if op.endswith("_backward"):
+        grad = torch.randn(b * 2, d, device=NPU)
+        return lambda: fn(grad, vec, a, offsets[0])
+    return lambda: fn(vec, a, offsets[0])
+
+
+def _stacked(op: str, size: Size) -> Call:
+    b, max_len, d = size
+    lengths = torch.randint(0, max_len + 2, (5, b), device=NPU)
+    offset_per_key = [0, *torch.cumsum(lengths.sum(1), 0).tolist()]
+    values = torch.randn(offset_per_key[-1], d, device=NPU)
+    if op == "stacked_jagged_1d_to_dense":
+        values = values[:, 0].contiguous()
+    fn = getattr(F, op)
+    return lambda: fn(values, lengths, offset_per_key, [max_len] * 5, 0)
+
+
+def _dims_cases(
+    op: str,
+    make: Callable[..., Call],
+    *args: Any,
+    more: tuple[str, ...] = (),
+    sized: bool = True,
+    grow: bool = False,
+) -> list[Case]:
+    """One case per number of jagged dims: ``make(op, k, *args, size)``."""
+    return [
+        Case(op, dims_path(k, *more), partial(make, op, k, *args), sized, grow or k > 1)
+        for k in DIMS
+    ]
+
+
+def _cases() -> list[Case]:
+    cases = []
+    for op in ("jagged_to_padded_dense", "jagged_to_padded_dense_forward"):
+        cases += _dims_cases(op, _to_dense)
+    for op in ("jagged_1d_to_dense", "jagged_2d_to_dense"):
+        cases.append(Case(op, None, partial(_to_dense, op, 1)))
+    op = "jagged_to_padded_dense_backward"
+    cases.append(Case(op, "strided_grad_output", partial(_to_jagged, op, 1, True, True)))
+    cases += _dims_cases(op, _to_jagged, False, True)
+    for op in ("dense_to_jagged", "dense_to_jagged_forward"):
+        for sized, more in ((True, ()), (False, ("no_total_L",))):
+            make = partial(_to_jagged, op, 1, True, sized)
+            cases.append(Case(op, dims_path(1, "strided_dense", *more), make, sized))
+            cases += _dims_cases(op, _to_jagged, False, sized, more=more, sized=sized)
+    for op in ELEMENTWISE:
+        cases += _dims_cases(op, _elementwise, False, False)
+        if "strided_y" in budget_of(f"fbgemm::{op}").paths:
+            cases.append(Case(op, "strided_y", partial(_elementwise, op, 1, True, False)))
+        if "dense_dense" in op:  # a strided y_0 / y_1 is counted in the two_dtypes ceiling
+            cases.append(
+                Case(op, "two_dtypes", partial(_elementwise, op, 1, True, True), checks_grow=True)
+            )
+            two = _dims_cases(op, _elementwise, False, True, more=("two_dtypes",), grow=True)
+            cases += two[1:]
+    for op in MATMUL:
+        cases.append(Case(op, None, partial(_matmul, op)))
+    for op in ("stacked_jagged_1d_to_dense", "stacked_jagged_2d_to_dense"):
+        cases.append(Case(op, None, partial(_stacked, op)))
+    return cases
+
+
+CASES = _cases()
+
+
+def _measure(case: Case, exact: bool) -> list[int]:
+    counts = []
+    for size in SIZES:
+        c = assert_op_budget(
+            case.make(size), case.qualname, path=case.path, sized=case.sized, exact=exact
+        )
+        counts.append(c.launches)
+    assert counts[0] == counts[1], f"{case}: the count depends on the size: {counts}"
+    return counts
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_budget_with_the_checks_off(case: Case, no_validation: None) -> None:
+    _measure(case, exact=not case.checks_grow)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_budget_with_the_checks_on(case: Case) -> None:
+    _measure(case, exact=True)
+
+
+def test_every_op_and_path_of_the_family_is_measured() -> None:
+    family = {q for q, f in REGISTRY.families.items() if f.endswith(".jagged")}
+    assert {c.qualname for c in CASES} == family
+    for qualname in family:
+        paths = {c.path for c in CASES if c.qualname == qualname}
+        assert paths == {None, *budget_of(qualname).paths}, qualname
+
+
+@pytest.mark.parametrize("op", sorted({c.op for c in CASES if c.path == dims_path(3)}), ids=str)
+def test_each_further_jagged_dim_costs_the_same(op: str, no_validation: None) -> None:
+    """With the checks off the count of 1, 2 and 3 jagged dims grows by the same step (the
+    budget's dims paths are ceilings there, see the module docstring)."""
+    by_path = {c.path: c for c in CASES if c.op == op}
+    counts = [_measure(by_path[dims_path(k)], exact=False)[0] for k in DIMS]
+    assert counts[2] - counts[1] == counts[1] - counts[0] > 0, counts
+
+
+def test_dense_to_jagged_without_total_l_reads_the_length_back(no_validation: None) -> None:
+    """The one sync is the read of ``offsets[-1].max()``, the output length, as upstream's."""
+    case = next(c for c in CASES if c.op == "dense_to_jagged" and c.path == "no_total_L")
+    c = assert_op_budget(
+        case.make(SIZES[0]), case.qualname, path=case.path, sized=False, exact=True
+    )
+    assert "aten.amax.default" in c.launch_ops or "aten.max.default" in c.launch_ops, c.launch_ops
+    assert len(c.sync_ops) == c.syncs and all("_local_scalar_dense" in s for s in c.sync_ops)
