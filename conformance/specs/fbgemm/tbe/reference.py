@@ -1,9 +1,11 @@
 """A float64 reference of upstream's table-batched embedding (TBE) training step.
 
-Used by :mod:`conformance.tbe` as the oracle where upstream's CPU build cannot run a
-configuration (ADAM, PARTIAL_ROWWISE_ADAM, LAMB, PARTIAL_ROWWISE_LAMB, LARS_SGD, NONE, rowwise
-AdaGrad's ``max_norm`` and global weight decay, bf16 weights or outputs).  It is written from
-upstream's documented math (``fbgemm_gpu/codegen/genscript/optimizers.py``: the CUDA
+The oracle wherever upstream's CPU build cannot judge a configuration: for the TBE conformance
+harness (:mod:`.training`: ADAM, PARTIAL_ROWWISE_ADAM, LAMB, PARTIAL_ROWWISE_LAMB, LARS_SGD,
+NONE, rowwise AdaGrad's ``max_norm`` and global weight decay, bf16 weights or outputs) and for
+the tbe family's tests (``tests/fbgemm/tbe/``: the same optimizers, Adam's rowwise bias
+correction, the CUDA-only weight-decay modes of rowwise AdaGrad, weighted MEAN).  It is written
+from upstream's documented math (``fbgemm_gpu/codegen/genscript/optimizers.py``: the CUDA
 ``split_precomputation`` / ``split_weight_update`` / ``split_post_update`` snippets, and
 ``test/tbe/training/backward_adagrad_global_weight_decay_test.py`` for global weight decay), one
 bag and one row at a time, in float64, and shares no code with fbgemm_npu's kernels.
@@ -19,7 +21,7 @@ One training step of upstream's fused TBE, as the reference models it:
    touched row once with its summed gradient;
 3. the optimizer updates each touched row in float64 from the stored (possibly half) weights;
    half weights are rounded to nearest when stored (the conformance cases turn upstream's
-   stochastic rounding off).
+   stochastic rounding off); optimizer states are stored in float32.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import torch
 from fbgemm_gpu.split_embedding_configs import EmbOptimType as OptimType
 from fbgemm_gpu.split_table_batched_embeddings_ops_common import PoolingMode
 from fbgemm_gpu.split_table_batched_embeddings_ops_training import WeightDecayMode
+
+from fbgemm_npu.testing.tbe_inputs import Batch
 
 __all__ = ["Batch", "RefTbe", "STATE_LAYOUT"]
 
@@ -51,19 +55,14 @@ STATE_LAYOUT: dict[OptimType, tuple[tuple[str, bool], ...]] = {
 
 
 @dataclass
-class Batch:
-    """One step's inputs, on the CPU (int64 indices; the cases cast them per side)."""
-
-    indices: torch.Tensor
-    offsets: torch.Tensor
-    per_sample_weights: torch.Tensor | None
-    batch_size_per_feature_per_rank: list[list[int]] | None
-    grad_out: torch.Tensor | None = None  # set once the output shape is known
-
-
-@dataclass
 class RefTbe:
-    """The tables, optimizer states and hyper-parameters of one reference TBE."""
+    """The tables, optimizer states and hyper-parameters of one reference TBE.
+
+    ``hp`` holds the hyper-parameters by upstream's names (``eps``, ``weight_decay``,
+    ``weight_decay_mode`` as its int value, ``max_norm``, ``beta1``, ``eta``, ...);
+    ``use_rowwise_bias_correction`` (Adam) counts each row's updates and adds the counts to the
+    states, as upstream's ``split_optimizer_states()`` does.
+    """
 
     weights: list[torch.Tensor]  # float64 [rows_t, D_t], values representable in weights_dtype
     feature_table_map: list[int]
@@ -75,6 +74,7 @@ class RefTbe:
     hp: dict[str, float]
     states: list[list[torch.Tensor]] = field(default_factory=list)  # per table, per state
     prev_iter: list[torch.Tensor] = field(default_factory=list)  # global weight decay only
+    row_counter: list[torch.Tensor] = field(default_factory=list)  # rowwise bias correction
     iter: int = 0
 
     def __post_init__(self) -> None:
@@ -84,10 +84,17 @@ class RefTbe:
             for w in self.weights
         ]
         self.prev_iter = [torch.zeros(w.shape[0], dtype=F64) for w in self.weights]
+        self.row_counter = [torch.zeros(w.shape[0], dtype=F64) for w in self.weights]
 
     @property
     def gwd(self) -> bool:
         return self.hp.get("weight_decay_mode", 0) == WeightDecayMode.DECOUPLE_GLOBAL.value
+
+    @property
+    def rowwise_bias_correction(self) -> bool:
+        return self.optimizer == OptimType.ADAM and bool(
+            self.hp.get("use_rowwise_bias_correction", 0.0)
+        )
 
     # --- forward -------------------------------------------------------------------------
     def _bags(self, batch: Batch) -> list[tuple[int, int, int, int, int]]:
@@ -244,8 +251,12 @@ class RefTbe:
                 st[1] = b2 * st[1] + (1 - b2) * g * g
             else:
                 st[1] = b2 * st[1] + (1 - b2) * (g * g).mean()
-            m_hat = st[0] / (1 - b1**it)
-            v_hat = st[1] / (1 - b2**it)
+            k = float(it)
+            if self.rowwise_bias_correction:  # each row's own step count
+                self.row_counter[t][row] += 1
+                k = float(self.row_counter[t][row])
+            m_hat = st[0] / (1 - b1**k)
+            v_hat = st[1] / (1 - b2**k)
             w = w - lr * (m_hat / (v_hat.sqrt() + eps) + wd * w)
         elif o in (OptimType.LAMB, OptimType.PARTIAL_ROWWISE_LAMB):
             st[0] = b1 * st[0] + (1 - b1) * g
@@ -292,9 +303,12 @@ class RefTbe:
         return w, st
 
     def optimizer_states(self) -> list[list[torch.Tensor]]:
-        """In ``split_optimizer_states()`` order (global weight decay adds ``prev_iter``)."""
+        """In ``split_optimizer_states()`` order (global weight decay adds ``prev_iter``, Adam's
+        rowwise bias correction the row counters)."""
         if self.gwd:
             return [s + [p] for s, p in zip(self.states, self.prev_iter, strict=True)]
+        if self.rowwise_bias_correction:
+            return [s + [c] for s, c in zip(self.states, self.row_counter, strict=True)]
         if not STATE_LAYOUT[self.optimizer]:
             return []  # upstream's zip(*states) of no states
         return [list(s) for s in self.states]

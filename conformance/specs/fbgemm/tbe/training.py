@@ -1,9 +1,6 @@
-"""TBE training conformance: upstream's TBE on CPU (or a float64 reference) against ours on npu.
+"""TBE training conformance: upstream's TBE on CPU (or the float64 reference) against ours on npu.
 
-A :class:`TbeCase` describes one TBE (tables, optimizer and its hyper-parameters, pooling,
-dtypes, index dtype, VBE, bounds-check mode, construction style) and a short training run
-(3 steps by default, each with its own random batch and random ``grad_output``).
-:func:`run_case` builds
+:func:`run_case` runs one :class:`~.cases.TbeCase` and builds
 
 * the subject: upstream's ``SplitTableBatchedEmbeddingBagsCodegen`` on ``npu:0``, in the case's
   construction style -- ``"cpu"`` (torchrec's for a non-CUDA device: ``EmbeddingLocation.HOST``,
@@ -11,40 +8,24 @@ dtypes, index dtype, VBE, bounds-check mode, construction style) and a short tra
   ``ComputeDevice.CUDA``) -- whose ops dispatch to fbgemm_npu's kernels;
 * the oracle: the same TBE built by upstream on the CPU (``"cpu"`` style, the only one upstream's
   CPU build runs) from the same weights, or, where upstream's CPU build cannot run the case
-  (:func:`oracle_of`), the float64 reference of :mod:`conformance.tbe_reference`;
+  (:func:`~.cases.oracle_of`), the float64 reference of :mod:`.reference`;
 
 runs both on the same batches and compares, after every step, the outputs, the weights
 (``split_embedding_weights()``) and the optimizer states (``split_optimizer_states()``); for the
 ``NONE`` optimizer, the weights' gradient instead of states.  ``set_learning_rate`` (before step
 2) and a ``state_dict`` round trip into a fresh module (after step 1) are part of some cases.
-
-Tolerances (``|ours - expected| <= atol + rtol |expected|``), measured, stated per output kind:
-
-* fp32 weights and output: 1e-5 for EXACT_SGD, 1e-4 for the adaptive optimizers;
-* fp16 output or weights: 1e-2 (one fp16 rounding is 4.9e-4 relative; sums of a few rounded
-  rows and updates computed from rounded rows compound it), bf16: 4e-2 (one rounding is 3.9e-3);
-* optimizer states are float32 whatever the weights: the fp32 tolerance, or the weights' when the
-  weights are half (the states see gradients and rows computed from rounded values).
-
-Upstream's stochastic rounding of half weights is switched off in every case so both sides round
-to nearest and can be compared.
+Tolerances: :func:`~.cases.tolerance`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from fbgemm_gpu.split_embedding_configs import EmbOptimType as OptimType
-from fbgemm_gpu.split_embedding_configs import SparseType
-from fbgemm_gpu.split_table_batched_embeddings_ops_common import (
-    BoundsCheckMode,
-    EmbeddingLocation,
-    PoolingMode,
-)
+from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
 from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
     ComputeDevice,
     GlobalWeightDecayDefinition,
@@ -52,135 +33,20 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
     WeightDecayMode,
 )
 
-from conformance.tbe_reference import Batch, RefTbe
+from conformance.specs.fbgemm.tbe.cases import TbeCase, TbeResult, Trace, oracle_of, tolerance
+from conformance.specs.fbgemm.tbe.reference import Batch, RefTbe
 
-__all__ = ["TbeCase", "TbeResult", "Trace", "oracle_of", "run_case"]
+__all__ = [
+    "build",
+    "compare",
+    "init_weights",
+    "make_batches",
+    "run_case",
+    "run_module",
+    "run_reference",
+]
 
 F64 = torch.float64
-CPU_OPTIMIZERS = (
-    OptimType.EXACT_SGD,
-    OptimType.EXACT_ADAGRAD,
-    OptimType.EXACT_ROWWISE_ADAGRAD,
-    OptimType.EMAINPLACE_ROWWISE_ADAGRAD,
-)
-_HALF_TOL = {SparseType.FP32: 0.0, SparseType.FP16: 1e-2, SparseType.BF16: 4e-2}
-
-
-@dataclass(frozen=True)
-class TbeCase:
-    """One TBE and its training run; ``opt`` holds constructor keyword arguments
-    (``eps``, ``weight_decay``, ``weight_decay_mode``, ``max_norm``, ``beta1``, ...)."""
-
-    optimizer: OptimType = OptimType.EXACT_ROWWISE_ADAGRAD
-    style: str = "cpu"  # "cpu": HOST + ComputeDevice.CPU; "cuda": DEVICE + ComputeDevice.CUDA
-    rows: tuple[int, ...] = (20, 30)
-    dims: tuple[int, ...] = (8, 8)
-    feature_table_map: tuple[int, ...] | None = None
-    batch: int = 3
-    max_len: int = 4
-    pooling: PoolingMode = PoolingMode.SUM
-    weighted: bool = False
-    weights_precision: SparseType = SparseType.FP32
-    output_dtype: SparseType = SparseType.FP32
-    index_dtype: torch.dtype = torch.int64
-    vbe: bool = False
-    bounds_check: BoundsCheckMode = BoundsCheckMode.WARNING
-    bad_indices: bool = False  # out-of-range indices (IGNORE / WARNING zero them)
-    opt: tuple[tuple[str, Any], ...] = ()
-    gwd_start_iter: int | None = None  # global weight decay (WeightDecayMode.DECOUPLE_GLOBAL)
-    lr: float = 0.1
-    set_lr: float | None = None  # set_learning_rate before step 2
-    state_dict_roundtrip: bool = False  # after step 1, continue on a fresh module
-    steps: int = 3
-    seed: int = 0
-
-    @property
-    def features(self) -> list[int]:
-        return list(self.feature_table_map or range(len(self.rows)))
-
-    def label(self) -> str:
-        parts = [self.optimizer.name, self.style, self.pooling.name, f"D{list(self.dims)}"]
-        parts += [f"w={self.weights_precision.name}", f"out={self.output_dtype.name}"]
-        parts += [str(self.index_dtype).removeprefix("torch.")]
-        flags = {
-            "weighted": self.weighted, "vbe": self.vbe, "bad_idx": self.bad_indices,
-            "set_lr": self.set_lr is not None, "state_dict": self.state_dict_roundtrip,
-            "gwd": self.gwd_start_iter is not None,
-        }  # fmt: skip
-        parts += [k for k, v in flags.items() if v]
-        if self.bounds_check != BoundsCheckMode.WARNING:
-            parts.append(f"bounds={self.bounds_check.name}")
-        parts += [f"{k}={getattr(v, 'name', v)}" for k, v in self.opt]
-        return " ".join(parts)
-
-
-@dataclass
-class Trace:
-    """What one run produced, on the CPU, per step."""
-
-    outputs: list[torch.Tensor]
-    weights: list[list[torch.Tensor]]
-    states: list[list[list[torch.Tensor]]]
-    grads: list[torch.Tensor]  # NONE optimizer: dense weights gradient per step
-
-
-@dataclass
-class TbeResult:
-    case: TbeCase
-    oracle: str  # "upstream" or "reference"
-    ok: bool
-    message: str = ""
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    note: str = ""  # why the reference judged a case upstream was expected to judge
-
-
-def oracle_of(case: TbeCase) -> str:
-    """``"upstream"`` where upstream's CPU build runs the case, else ``"reference"``."""
-    opt = dict(case.opt)
-    wd_mode = int(getattr(opt.get("weight_decay_mode"), "value", opt.get("weight_decay_mode", 0)))
-    cpu_ok = (
-        case.optimizer in CPU_OPTIMIZERS
-        and SparseType.BF16 not in (case.weights_precision, case.output_dtype)
-        and float(opt.get("max_norm", 0.0)) == 0.0  # upstream's CPU kernel ignores max_norm
-        and case.gwd_start_iter is None  # no CPU global-weight-decay forward upstream
-        # Measured on fbgemm-gpu-cpu 1.8.0: the CPU rowwise AdaGrad ignores weight_decay in the
-        # L2 and DECOUPLE modes (weights are bit-identical with and without it); CUDA applies it.
-        and not (
-            case.optimizer == OptimType.EXACT_ROWWISE_ADAGRAD
-            and wd_mode in (WeightDecayMode.L2.value, WeightDecayMode.DECOUPLE.value)
-            and float(opt.get("weight_decay", 0.0)) != 0.0
-        )
-        # Measured likewise: with per-sample weights and MEAN pooling the CPU backward drops the
-        # 1 / bag-length factor its forward applies (gradient w_i g instead of w_i g / L); CUDA
-        # divides (its mean-gradient pass runs before the weighted backward).
-        and not (case.weighted and case.pooling == PoolingMode.MEAN)
-        # Measured likewise: VBE with int32 indices corrupts the CPU heap ("free(): invalid next
-        # size") -- the process dies, so the reference judges these.
-        and not (case.vbe and case.index_dtype == torch.int32)
-        # Measured likewise: with mixed dims and a table shared by several features the CPU
-        # (rowwise) AdaGrad does not apply one aggregated update per touched row as CUDA's
-        # sorted, de-duplicated backward does (ours and the reference agree; SGD is linear, so
-        # the order of updates cannot show there).
-        and not (
-            len(set(case.dims)) > 1
-            and len(set(case.features)) < len(case.features)
-            and case.optimizer != OptimType.EXACT_SGD
-        )
-    )
-    return "upstream" if cpu_ok else "reference"
-
-
-def _tolerance(case: TbeCase, kind: str) -> tuple[float, float]:
-    base = 1e-5 if case.optimizer in (OptimType.EXACT_SGD, OptimType.NONE) else 1e-4
-    half = {
-        "output": max(_HALF_TOL[case.output_dtype], _HALF_TOL[case.weights_precision]),
-        "weights": _HALF_TOL[case.weights_precision],
-        "states": _HALF_TOL[case.weights_precision],
-        "grads": max(_HALF_TOL[case.output_dtype], _HALF_TOL[case.weights_precision]),
-    }[kind]
-    tol = max(base, half)
-    return tol, tol
 
 
 # --- inputs ---------------------------------------------------------------------------------
@@ -311,7 +177,7 @@ def _total_unique(case: TbeCase, batch: Batch) -> int:
 
 # --- the float64 reference --------------------------------------------------------------------
 def run_reference(case: TbeCase, batches: list[Batch]) -> Trace:
-    """The same training run in float64 (see :mod:`conformance.tbe_reference`)."""
+    """The same training run in float64 (see :mod:`.reference`)."""
     hp = {k: float(getattr(v, "value", v)) for k, v in case.opt}
     if case.gwd_start_iter is not None:
         hp["weight_decay_mode"] = float(WeightDecayMode.DECOUPLE_GLOBAL.value)
@@ -395,7 +261,7 @@ def compare(case: TbeCase, ours: Trace, expected: Trace) -> tuple[float, float]:
     """Raise AssertionError naming step / table / state on the first mismatch."""
     max_abs = max_rel = 0.0
     for kind, where, a, e in _pairs(case, ours, expected):
-        rtol, atol = _tolerance(case, kind)
+        rtol, atol = tolerance(case, kind)
         if a.shape != e.shape:
             raise AssertionError(f"{where}: shape {tuple(a.shape)}, expected {tuple(e.shape)}")
         try:

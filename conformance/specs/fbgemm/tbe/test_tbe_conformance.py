@@ -2,8 +2,8 @@
 upstream's TBE trained on CPU, or the float64 reference where upstream's CPU build cannot run.
 
 ``CI_CASES`` (about 50 tiny cases, ~25 s) run by default; ``TBE_CONFORMANCE=full`` runs the full
-matrix of :func:`conformance.tbe_matrix.full_cases` instead (slow; the CLI
-``python -m conformance.tbe_matrix --full --report FILE.md`` prints a table).
+matrix of :func:`conformance.specs.fbgemm.tbe.matrix.full_cases` instead (slow; the CLI
+``python -m conformance.specs.fbgemm.tbe.matrix --full --report FILE.md`` prints a table).
 """
 
 from __future__ import annotations
@@ -18,18 +18,17 @@ from fbgemm_gpu.split_embedding_configs import SparseType as S
 from fbgemm_gpu.split_table_batched_embeddings_ops_common import BoundsCheckMode as BC
 from fbgemm_gpu.split_table_batched_embeddings_ops_common import PoolingMode as P
 
-from conformance.tbe import (
-    TbeCase,
+from conformance.specs.fbgemm.tbe.cases import TbeCase, oracle_of
+from conformance.specs.fbgemm.tbe.matrix import CI_CASES, full_cases
+from conformance.specs.fbgemm.tbe.training import (
     build,
     compare,
     init_weights,
     make_batches,
-    oracle_of,
     run_case,
     run_module,
     run_reference,
 )
-from conformance.tbe_matrix import CI_CASES, full_cases
 
 _CASES = full_cases() if os.environ.get("TBE_CONFORMANCE", "") == "full" else CI_CASES
 

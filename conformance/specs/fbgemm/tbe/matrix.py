@@ -1,6 +1,6 @@
 """The TBE training cases: a representative matrix for CI and a full one for the CLI.
 
-    python -m conformance.tbe_matrix [--full] [--match TEXT] [--report FILE.md]
+    python -m conformance.specs.fbgemm.tbe.matrix [--full] [--match TEXT] [--report FILE.md]
 
 ``CI_CASES`` covers every optimizer fbgemm_gpu 1.8.0's Python builds a pt2 lookup for
 (EXACT_SGD, EXACT_ADAGRAD, EXACT_ROWWISE_ADAGRAD with every WeightDecayMode -- NONE, L2, DECOUPLE,
@@ -36,7 +36,8 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
 )
 from fbgemm_gpu.split_table_batched_embeddings_ops_training import WeightDecayMode as W
 
-from conformance.tbe import TbeCase, TbeResult, run_case
+from conformance.specs.fbgemm.tbe.cases import TbeCase, TbeResult
+from conformance.specs.fbgemm.tbe.training import run_case
 
 __all__ = ["CI_CASES", "full_cases", "main"]
 
@@ -171,7 +172,9 @@ def _row(r: TbeResult) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.tbe_matrix", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m conformance.specs.fbgemm.tbe.matrix", description=__doc__
+    )
     parser.add_argument("--full", action="store_true", help="the full matrix (slow)")
     parser.add_argument("--match", default="", help="only cases whose label contains this")
     parser.add_argument("--report", type=Path, help="write the table as Markdown here")
