@@ -1,7 +1,118 @@
-"""Budgets of the family: one entry per op it registers (see fbgemm_npu.native.family.Budget)."""
+"""Budgets of the pooled family (see :class:`fbgemm_npu.native.family.Budget`), written once:
+the budget tests (``tests/fbgemm/pooled/``), the conformance specs, the docs and ``info`` read
+them.
+
+Paths: ``"memoised"``, the same index tensors passed again (the plan is kept beside them, so
+neither the plan nor its check runs); ``"one input"`` / ``"one output"``, where the regroup needs
+no ``cat`` / ``split`` (fewer inputs or groups than the main path's 2 and 3), joined to the
+others by ``" + "``; ``"backward"``, the
+gradient's call.  ``path_checks`` gives the data checks of a path where they differ from
+``checks`` (none where the plan is not derived on the device).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 from fbgemm_npu.native.family import Budget
 
-BUDGETS: dict[str, Budget] = {}
+__all__ = ["BUDGETS", "PathChecksBudget"]
+
+
+@dataclass(frozen=True)
+class PathChecksBudget(Budget):
+    """A :class:`Budget` whose data checks cost differently on some paths: ``path_checks[path]``
+    replaces ``checks`` there (a memoised plan is not checked again)."""
+
+    path_checks: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        unknown = set(self.path_checks) - set(self.paths)
+        if unknown:
+            raise ValueError(f"Budget: path_checks names no path: {sorted(unknown)}")
+
+    def launch_limit(self, validating: bool, units: int = 1, path: str | None = None) -> int:
+        """As :meth:`Budget.launch_limit`, with the data checks of ``path``."""
+        launches = super().launch_limit(False, units, path)
+        checks = self.checks if path is None else self.path_checks.get(path, self.checks)
+        return launches + (checks if validating else 0)
+
+
+# The plan (arange, searchsorted, 2 sorts, index_select) and the gather.  The data check
+# (permute_list a permutation, cut points non-negative and non-decreasing: three comparisons into
+# one bool buffer, all, _assert_async; fewer for 1 or 2 blocks) makes a first call 11.
+_PERMUTE = PathChecksBudget(
+    6,
+    checks=5,
+    paths={"memoised": 1, "one block": 6, "two blocks": 6},
+    path_checks={"memoised": 0, "one block": 3, "two blocks": 4},
+    note="With the data check a first call costs 11, over the catalogue's 6: ATen has no op "
+    "that checks a permutation in fewer launches; a fused kernel would.",
+)
+
+# permutes it has not seen: the plan derived on the device (9: upload the table, clamp ids,
+# index_select, starts, start difference, repeat_interleave, arange, index_select, add) and the
+# gather (cat, index_select, split).  The data check: ends, cumsum, 4 comparisons, all,
+# _assert_async.
+_MULTI_NOTE = (
+    "ATen needs 9 ops to turn the rows of permutes into a column index on the device (a fused "
+    "kernel would read the rows directly). Memoised per permutes tensor: a module holding it "
+    "(torchrec's KTRegroupAsDict) pays the gather alone from the second call on; permutes from "
+    "our kt_regroup_arguments carry their host rows (1 upload instead of the plan)."
+)
+_NOT_CHECKED = {
+    "memoised": 0,
+    "permutes from kt_regroup_arguments": 0,
+    "after kt_regroup_arguments": 0,
+    "after kt_regroup_arguments + one input": 0,
+    "after kt_regroup_arguments + one output": 0,
+    "after kt_regroup_arguments + one input + one output": 0,
+    "backward": 0,
+}
+
+# Inputs to move: 1 copy per input not on the target, and 1 cat / add per input (all_to_one: the
+# copy alone).  Ceilings: the count depends on where the inputs lie.
+_CROSS_NOTE = "a ceiling: inputs already on the target device cost less"
+
+BUDGETS: dict[str, Budget] = {
+    "fbgemm::permute_pooled_embs": _PERMUTE,
+    "fbgemm::permute_pooled_embs_split": _PERMUTE,
+    # The backward is the non-autograd permute with the inverse lists: its budget.
+    "fbgemm::permute_pooled_embs_auto_grad": _PERMUTE,
+    "fbgemm::permute_pooled_embs_auto_grad_split": _PERMUTE,
+    "fbgemm::permute_multi_embedding": PathChecksBudget(
+        12,
+        checks=8,
+        paths={
+            "one input": 11,
+            "one output": 11,
+            "one input + one output": 10,
+            "memoised": 3,
+            "permutes from kt_regroup_arguments": 4,
+            # torchrec's sequence: kt_regroup_arguments (3 uploads), then the call (4)
+            "after kt_regroup_arguments": 7,
+            "after kt_regroup_arguments + one input": 6,
+            "after kt_regroup_arguments + one output": 6,
+            "after kt_regroup_arguments + one input + one output": 5,
+            "backward": 4,  # the scatter: cat, zeros, index_add, split
+        },
+        path_checks=_NOT_CHECKED,
+        target=6,
+        note=_MULTI_NOTE,
+    ),
+    # As permute_multi_embedding; reverse scatters (cat, zeros, index_add, split) instead.
+    "fbgemm::permute_multi_embedding_function": PathChecksBudget(
+        12, checks=8, paths={"reverse": 13}, target=6, note=_MULTI_NOTE
+    ),
+    "fbgemm::kt_regroup_arguments": Budget(3),  # one upload per tensor
+    # The plan made on the host: upload it, cat, index_select, split; the backward: cat, zeros,
+    # index_add, split.
+    "fbgemm::regroup_keyed_tensor": Budget(
+        4, paths={"one input": 3, "one output": 3, "one input + one output": 2, "backward": 4}
+    ),
+    "fbgemm::merge_pooled_embeddings": Budget(2, per="input", note=_CROSS_NOTE),
+    "fbgemm::all_to_one_device": Budget(1, per="input", note=_CROSS_NOTE),
+    "fbgemm::sum_reduce_to_one": Budget(2, per="input", note=_CROSS_NOTE),
+}

@@ -36,8 +36,15 @@ def _kjt(device: str, my_size: int) -> dict[str, Any]:
 
 def _block(fn: Any, my_size: int, sequence: bool, weights: bool) -> Any:
     def call(d: dict[str, Any]) -> Any:
-        return fn(d["lengths"], d["indices"], False, sequence, d["block_sizes"], my_size,
-                  d["weights"] if weights else None)  # fmt: skip
+        return fn(
+            d["lengths"],
+            d["indices"],
+            False,
+            sequence,
+            d["block_sizes"],
+            my_size,
+            d["weights"] if weights else None,
+        )
 
     return call
 
@@ -51,18 +58,26 @@ def _cases() -> list[Case]:
     cases = []
     for p in (2, 8):
         for sequence, weights, name in ((False, False, "pooled"), (True, True, "seq_weighted")):
-            cases.append(Case(
-                "bucketize", f"block_bucketize_sparse_features/{name}/my_size={p}",
-                lambda dev, p=p: _kjt(dev, p),
-                _block(ours.block_bucketize_sparse_features_npu, p, sequence, weights),
-                _block(F.block_bucketize_sparse_features, p, sequence, weights),
-                shape=shape,
-            ))  # fmt: skip
-    cases.append(Case(
-        "bucketize", "bucketize_sparse_features/my_size=8", lambda dev: _kjt(dev, 8),
-        _cyclic(ours.bucketize_sparse_features_npu, 8), _cyclic(F.bucketize_sparse_features, 8),
-        shape=shape,
-    ))  # fmt: skip
+            cases.append(
+                Case(
+                    "bucketize",
+                    f"block_bucketize_sparse_features/{name}/my_size={p}",
+                    lambda dev, p=p: _kjt(dev, p),
+                    _block(ours.block_bucketize_sparse_features_npu, p, sequence, weights),
+                    _block(F.block_bucketize_sparse_features, p, sequence, weights),
+                    shape=shape,
+                )
+            )
+    cases.append(
+        Case(
+            "bucketize",
+            "bucketize_sparse_features/my_size=8",
+            lambda dev: _kjt(dev, 8),
+            _cyclic(ours.bucketize_sparse_features_npu, 8),
+            _cyclic(F.bucketize_sparse_features, 8),
+            shape=shape,
+        )
+    )
     return cases
 
 

@@ -11,7 +11,8 @@ with more rows than the first (upstream reads the first rows).  ``permutes`` and
 from upstream's ``kt_regroup_arguments`` on the CPU.  One example in ten is invalid in a way
 upstream rejects (float64 values, int64 permutes, a key not in ``keys``, fewer rows than the
 first input): ours must raise too.  Permutes that copy out of bounds or leave gaps make upstream
-read or write out of bounds (it can crash), so ``tests/test_pooled.py`` covers those.
+read or write out of bounds (it can crash), so
+``tests/fbgemm/pooled/test_pooled_errors.py`` covers those.
 
 Oracle: upstream on the CPU, except for gradients when a key is omitted from every group: there
 upstream's backward leaves those input columns uninitialised, so a float64 reference
@@ -25,12 +26,11 @@ roundoff and ``|g| <= 5`` (standard normal draws): 15 u, hence ``atol`` 0.03 for
 (``u = 2**-9``), 8e-3 for float16 (``2**-11``), 1e-6 for float32; ``rtol`` 0.  Forward values are
 copies and compare exactly under any of these bounds (small-integer fills).
 
-Budgets (OPS.md: 6 launches, 0 syncs): ``kt_regroup_arguments`` 3 (one upload per tensor),
-``regroup_keyed_tensor`` 4 (upload the plan, cat, gather, split), the torchrec sequence 7 (3 + 4:
-two ops).  ``permute_multi_embedding`` with ``permutes`` it has not seen (a fresh tensor from the
-host, as here) derives its plan on the device: 9 launches + 8 for the data check + 3 for the
-gather = 20 (12 with ``FBGEMM_NPU_VALIDATE=0``); the same ``permutes`` again, or one from our
-``kt_regroup_arguments``, costs 3 (4 on its first use).
+Budgets: the op's ``BUDGETS`` entry (``fbgemm_npu/native/fbgemm/pooled/budgets.py``), on the
+path of the call's shape (one input: no ``cat``; one output: no ``split``).  The permutes here
+are fresh tensors from the host, so ``permute_multi_embedding`` derives and checks its plan on the
+device every call; the torchrec sequence takes the ``"after kt_regroup_arguments"`` paths (both
+ops' launches).
 """
 
 from __future__ import annotations
@@ -40,16 +40,21 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from conformance.harness import Budget, Compare, OpSpec, Tol
+from conformance.harness import BudgetUse, Compare, OpSpec, Tol
 from conformance.strategies import with_layout
-from fbgemm_npu.native._checks import validation_enabled
 
 F = torch.ops.fbgemm
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 EXACT = Compare({d: Tol(rtol=0.0, atol=0.0) for d in (*FLOATS, torch.float64)})
 # Specs with a float64 reference for gradients: see the module docstring.
-GRAD_SUM = Compare({torch.float32: Tol(0.0, 1e-6), torch.float16: Tol(0.0, 8e-3),
-                    torch.bfloat16: Tol(0.0, 3e-2), torch.float64: Tol(0.0, 0.0)})  # fmt: skip
+GRAD_SUM = Compare(
+    {
+        torch.float32: Tol(0.0, 1e-6),
+        torch.float16: Tol(0.0, 8e-3),
+        torch.bfloat16: Tol(0.0, 3e-2),
+        torch.float64: Tol(0.0, 0.0),
+    }
+)
 MAX_REPEATS = 3
 EMBS = ("emb0", "emb1", "emb2")
 PERMUTE_ARGS = ("permutes", "in_shapes", "out_shapes", "out_lengths")
@@ -69,13 +74,20 @@ def _keyed(draw: st.DrawFn, extra_rows: bool = False) -> dict:
         keys[0] = [next(names)]
     lengths = [[draw(st.sampled_from([0, 1, 2, 3, 5])) for _ in ks] for ks in keys]
     flat = [k for ks in keys for k in ks]
-    drawn = [draw(st.lists(st.sampled_from(flat), min_size=0, max_size=4))
-             for _ in range(draw(st.integers(1, 3)))]  # fmt: skip
+    drawn = [
+        draw(st.lists(st.sampled_from(flat), min_size=0, max_size=4))
+        for _ in range(draw(st.integers(1, 3)))
+    ]
     seen: dict[str, int] = {}
     groups = []
     for group in drawn:  # a key may repeat, within and across groups, MAX_REPEATS times
-        groups.append([k for k in group if seen.setdefault(k, 0) < MAX_REPEATS and
-                       not seen.update({k: seen[k] + 1})])  # fmt: skip
+        groups.append(
+            [
+                k
+                for k in group
+                if seen.setdefault(k, 0) < MAX_REPEATS and not seen.update({k: seen[k] + 1})
+            ]
+        )
     if draw(st.booleans()):  # half the time every key is used: upstream's gradients are valid
         used = {k for g in groups for k in g}
         for k in flat:
@@ -94,8 +106,9 @@ def _keyed(draw: st.DrawFn, extra_rows: bool = False) -> dict:
 
 def _with_permutes(inputs: dict) -> dict:
     """Replace keys/lengths/groups by upstream's kt_regroup_arguments (on CPU)."""
-    args = F.kt_regroup_arguments(torch.zeros(1), inputs["keys"], inputs["lengths"],
-                                  inputs["groups"])  # fmt: skip
+    args = F.kt_regroup_arguments(
+        torch.zeros(1), inputs["keys"], inputs["lengths"], inputs["groups"]
+    )
     out = {k: inputs[k] for k in (*EMBS, "n")}
     return {**out, **dict(zip(PERMUTE_ARGS, args, strict=True))}
 
@@ -107,11 +120,20 @@ def _bad(draw: st.DrawFn, with_permutes: bool) -> dict:
     kind = draw(st.sampled_from(kinds))
     inputs = draw(_keyed())
     if kind == "rows":  # the second input has fewer rows than the first
-        inputs.update(emb0=torch.zeros(2, 9), emb1=torch.zeros(1, 3), n=2, keys=[["a"], ["b"]],
-                      lengths=[[9], [3]], groups=[["b", "a"]])  # fmt: skip
+        inputs.update(
+            emb0=torch.zeros(2, 9),
+            emb1=torch.zeros(1, 3),
+            n=2,
+            keys=[["a"], ["b"]],
+            lengths=[[9], [3]],
+            groups=[["b", "a"]],
+        )
     elif kind == "float64":
-        inputs["emb0"] = inputs["emb0"].double() if isinstance(inputs["emb0"], torch.Tensor) \
-            else torch.zeros(2, 9, dtype=torch.float64)  # fmt: skip
+        inputs["emb0"] = (
+            inputs["emb0"].double()
+            if isinstance(inputs["emb0"], torch.Tensor)
+            else torch.zeros(2, 9, dtype=torch.float64)
+        )
     elif kind == "key":
         inputs["groups"] = [*inputs["groups"], ["no_such_key"]]
     if not with_permutes:
@@ -166,9 +188,17 @@ def _pme(**kw: Any) -> list[torch.Tensor]:
     return F.permute_multi_embedding(_embs(kw), *(kw[a] for a in PERMUTE_ARGS))
 
 
-def _pme_budget(**kw: Any) -> Budget:
-    gather = (kw["n"] > 1) + 1 + (len(kw["out_lengths"]) > 1)
-    return Budget(launches=9 + (8 if validation_enabled() else 0) + gather, syncs=0)
+def _shape_path(n_inputs: int, n_outputs: int, first: str = "") -> str | None:
+    """The budget path of a regroup of ``n_inputs`` into ``n_outputs``: one input needs no
+    ``cat``, one output no ``split``."""
+    parts = [first] if first else []
+    parts += ["one input"] if n_inputs == 1 else []
+    parts += ["one output"] if n_outputs == 1 else []
+    return " + ".join(parts) or None
+
+
+def _pme_budget(**kw: Any) -> BudgetUse:
+    return BudgetUse(path=_shape_path(kw["n"], len(kw["out_lengths"])))
 
 
 def _pmef(reverse: bool, **kw: Any) -> list[torch.Tensor]:
@@ -184,11 +214,23 @@ def _reverse_inputs(draw: st.DrawFn) -> dict:
     fwd = _with_permutes(draw(_keyed()))
     batch = draw(st.integers(0, 3))
     widths = fwd["out_lengths"]  # 1..3 outputs
-    grads = {name: with_layout((batch, widths[k] if k < len(widths) else 0), torch.float32,
-                               "small_ints", k + 5 * batch, "contiguous")
-             for k, name in enumerate(EMBS)}  # fmt: skip
-    return {**grads, "n": len(widths), **{a: fwd[a] for a in PERMUTE_ARGS},
-            "in_lengths": fwd["in_shapes"].tolist(), "reverse": True}  # fmt: skip
+    grads = {
+        name: with_layout(
+            (batch, widths[k] if k < len(widths) else 0),
+            torch.float32,
+            "small_ints",
+            k + 5 * batch,
+            "contiguous",
+        )
+        for k, name in enumerate(EMBS)
+    }
+    return {
+        **grads,
+        "n": len(widths),
+        **{a: fwd[a] for a in PERMUTE_ARGS},
+        "in_lengths": fwd["in_shapes"].tolist(),
+        "reverse": True,
+    }
 
 
 def _kt_flow(**kw: Any) -> list[torch.Tensor]:
@@ -205,10 +247,11 @@ def _kt_omits(**kw: Any) -> bool:
     return _omits(**_with_permutes(kw))
 
 
-def _regroup_budget(launches: int) -> Any:
-    def budget(**kw: Any) -> Budget:
-        fewer = (kw["n"] == 1) + (len(kw["groups"]) == 1)
-        return Budget(launches=launches - fewer, syncs=0)
+def _regroup_budget(op: str, first: str = "") -> Any:
+    """``op``'s path for the inputs and groups of a call (``first``: the path's leading part)."""
+
+    def budget(**kw: Any) -> BudgetUse:
+        return BudgetUse(op=op, path=_shape_path(kw["n"], len(kw["groups"]), first))
 
     return budget
 
@@ -219,22 +262,37 @@ def _examples(with_permutes: bool) -> tuple[dict, ...]:
     lengths = [[128] * 13, [128] * 13]
     groups = [[f"f{k}" for k in range(0, 26, 2)], [f"f{k}" for k in range(1, 26, 2)], ["f3", "f20"]]
     gen = torch.Generator().manual_seed(0)
-    embs = {"emb0": torch.randn(64, 13 * 128, generator=gen),
-            "emb1": torch.randn(64, 13 * 128, generator=gen),
-            "emb2": torch.zeros(64, 0)}  # fmt: skip
+    embs = {
+        "emb0": torch.randn(64, 13 * 128, generator=gen),
+        "emb1": torch.randn(64, 13 * 128, generator=gen),
+        "emb2": torch.zeros(64, 0),
+    }
     inputs = {**embs, "n": 2, "keys": keys, "lengths": lengths, "groups": groups}
-    empty = {**{n: torch.zeros(0, 3) for n in EMBS}, "n": 1, "keys": [["a", "b"]],
-             "lengths": [[1, 2]], "groups": [["b"], []]}  # fmt: skip
+    empty = {
+        **{n: torch.zeros(0, 3) for n in EMBS},
+        "n": 1,
+        "keys": [["a", "b"]],
+        "lengths": [[1, 2]],
+        "groups": [["b"], []],
+    }
     out = [inputs, empty]
     return tuple(_with_permutes(x) for x in out) if with_permutes else tuple(out)
 
 
 def _multi_spec() -> OpSpec:
     valid = st.builds(_with_permutes, _keyed())
-    return OpSpec(name="permute_multi_embedding", op=_pme,
-                  inputs=_mostly(valid, _bad(with_permutes=True)), compare=GRAD_SUM,
-                  budget=_pme_budget, reference=multi_reference, use_reference=_omits,
-                  backward=True, grad_inputs=EMBS, examples=_examples(True))  # fmt: skip
+    return OpSpec(
+        name="permute_multi_embedding",
+        op=_pme,
+        inputs=_mostly(valid, _bad(with_permutes=True)),
+        compare=GRAD_SUM,
+        budget=_pme_budget,
+        reference=multi_reference,
+        use_reference=_omits,
+        backward=True,
+        grad_inputs=EMBS,
+        examples=_examples(True),
+    )
 
 
 def _function_spec() -> OpSpec:
@@ -244,35 +302,49 @@ def _function_spec() -> OpSpec:
         op=lambda reverse, **kw: _pmef(reverse, **kw),
         inputs=st.one_of(fwd, _reverse_inputs()),
         compare=EXACT,
-        budget=lambda reverse, **kw: Budget(9 + 8 * validation_enabled() + 3 + reverse, 0),
+        budget=lambda reverse, **kw: BudgetUse(path="reverse" if reverse else None),
         reference=lambda reverse, **kw: multi_reference(reverse, **kw),
         use_reference=lambda reverse, **kw: reverse or _omits(**kw),
         notes="reverse: against the reference (upstream leaves unread columns uninitialised)",
     )
 
 
-def _keyed_spec(name: str, op: Any, launches: int) -> OpSpec:
-    return OpSpec(name=name, op=op, inputs=_mostly(_keyed(), _bad(with_permutes=False)),
-                  compare=GRAD_SUM, budget=_regroup_budget(launches),
-                  reference=lambda **kw: multi_reference(**_with_permutes(kw)),
-                  use_reference=_kt_omits, backward=True, grad_inputs=EMBS,
-                  examples=_examples(False))  # fmt: skip
+def _keyed_spec(name: str, op: Any, budget: Any) -> OpSpec:
+    return OpSpec(
+        name=name,
+        op=op,
+        inputs=_mostly(_keyed(), _bad(with_permutes=False)),
+        compare=GRAD_SUM,
+        budget=budget,
+        reference=lambda **kw: multi_reference(**_with_permutes(kw)),
+        use_reference=_kt_omits,
+        backward=True,
+        grad_inputs=EMBS,
+        examples=_examples(False),
+    )
 
 
 def _kt_spec() -> OpSpec:
     def op(**kw: Any) -> Any:
         return F.kt_regroup_arguments(kw["emb0"], kw["keys"], kw["lengths"], kw["groups"])
 
-    return OpSpec(name="kt_regroup_arguments", op=op,
-                  inputs=_mostly(_keyed(extra_rows=True), _bad(with_permutes=False)),
-                  compare=EXACT,
-                  budget=Budget(3, 0), examples=_examples(False))  # fmt: skip
+    return OpSpec(
+        name="kt_regroup_arguments",
+        op=op,
+        inputs=_mostly(_keyed(extra_rows=True), _bad(with_permutes=False)),
+        compare=EXACT,
+        examples=_examples(False),
+    )
 
 
 SPECS = [
     _multi_spec(),
     _function_spec(),
-    _keyed_spec("permute_multi_embedding[kt_regroup_arguments]", _kt_flow, 7),
-    _keyed_spec("regroup_keyed_tensor", _rkt, 4),
+    _keyed_spec(
+        "permute_multi_embedding[kt_regroup_arguments]",
+        _kt_flow,
+        _regroup_budget("fbgemm::permute_multi_embedding", "after kt_regroup_arguments"),
+    ),
+    _keyed_spec("regroup_keyed_tensor", _rkt, _regroup_budget("fbgemm::regroup_keyed_tensor")),
     _kt_spec(),
 ]

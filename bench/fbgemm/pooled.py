@@ -49,14 +49,22 @@ def _same(fn: Any) -> Any:
 def _keyed(device: str) -> dict[str, Any]:
     keys = [[f"f{k}" for k in range(13)], [f"f{k}" for k in range(13, 26)]]
     lengths = [[D] * 13, [D] * 13]
-    groups = [[f"f{k}" for k in range(0, T, 2)], [f"f{k}" for k in range(1, T, 2)],
-              ["f0", "f5", "f13", "f20"]]  # fmt: skip
+    groups = [
+        [f"f{k}" for k in range(0, T, 2)],
+        [f"f{k}" for k in range(1, T, 2)],
+        ["f0", "f5", "f13", "f20"],
+    ]
     gen = seeded()
     values = [torch.randn(B, 13 * D, generator=gen).to(device) for _ in keys]
     args = F.kt_regroup_arguments(values[0].cpu(), keys, lengths, groups)
     permutes = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
-    return {"values": values, "keys": keys, "lengths": lengths, "groups": groups,
-            "permutes": permutes}  # fmt: skip
+    return {
+        "values": values,
+        "keys": keys,
+        "lengths": lengths,
+        "groups": groups,
+        "permutes": permutes,
+    }
 
 
 def _regroup(fn: Any) -> Any:
@@ -99,30 +107,72 @@ def _sum(fn: Any) -> Any:
 
 
 CASES = [
-    Case("pooled", "permute_pooled_embs[fresh]", _permute_inputs,
-         _fresh(pooled.permute_pooled_embs_npu), _fresh(F.permute_pooled_embs),
-         npu_call=_same(F.permute_pooled_embs), shape=SHAPE),
-    Case("pooled", "permute_pooled_embs[module]",
-         _primed(_permute_inputs, _same(F.permute_pooled_embs)),
-         _same(pooled.permute_pooled_embs_npu), _same(F.permute_pooled_embs), shape=SHAPE),
-    Case("pooled", "regroup_keyed_tensor", _keyed,
-         _regroup(pooled_regroup.regroup_keyed_tensor_npu), _regroup(F.regroup_keyed_tensor),
-         shape=f"{SHAPE}, 3 groups"),
-    Case("pooled", "permute_multi_embedding[fresh]", _keyed,
-         _multi(pooled_regroup.permute_multi_embedding_npu, True),
-         _multi(F.permute_multi_embedding, True),
-         npu_call=_multi(F.permute_multi_embedding, False), shape=f"{SHAPE}, 3 groups"),
-    Case("pooled", "permute_multi_embedding[module]",
-         _primed(_keyed, _multi(F.permute_multi_embedding, False)),
-         _multi(pooled_regroup.permute_multi_embedding_npu, False),
-         _multi(F.permute_multi_embedding, False), shape=f"{SHAPE}, 3 groups"),
-    Case("pooled", "kt_regroup_arguments", _keyed,
-         lambda d: pooled_regroup.kt_regroup_arguments_npu(d["values"][0], d["keys"],
-                                                           d["lengths"], d["groups"]),
-         lambda d: F.kt_regroup_arguments(d["values"][0], d["keys"], d["lengths"], d["groups"]),
-         shape=f"{T} keys, 3 groups"),
-    Case("pooled", "merge_pooled_embeddings", _shards, _merge(merge.merge_pooled_embeddings_npu),
-         _merge(F.merge_pooled_embeddings), shape=f"4 x ({B}, {T * D // 4})"),
-    Case("pooled", "sum_reduce_to_one", _shards, _sum(merge.sum_reduce_to_one_npu),
-         _sum(F.sum_reduce_to_one), shape=f"4 x ({B}, {T * D // 4})"),
-]  # fmt: skip
+    Case(
+        "pooled",
+        "permute_pooled_embs[fresh]",
+        _permute_inputs,
+        _fresh(pooled.permute_pooled_embs_npu),
+        _fresh(F.permute_pooled_embs),
+        npu_call=_same(F.permute_pooled_embs),
+        shape=SHAPE,
+    ),
+    Case(
+        "pooled",
+        "permute_pooled_embs[module]",
+        _primed(_permute_inputs, _same(F.permute_pooled_embs)),
+        _same(pooled.permute_pooled_embs_npu),
+        _same(F.permute_pooled_embs),
+        shape=SHAPE,
+    ),
+    Case(
+        "pooled",
+        "regroup_keyed_tensor",
+        _keyed,
+        _regroup(pooled_regroup.regroup_keyed_tensor_npu),
+        _regroup(F.regroup_keyed_tensor),
+        shape=f"{SHAPE}, 3 groups",
+    ),
+    Case(
+        "pooled",
+        "permute_multi_embedding[fresh]",
+        _keyed,
+        _multi(pooled_regroup.permute_multi_embedding_npu, True),
+        _multi(F.permute_multi_embedding, True),
+        npu_call=_multi(F.permute_multi_embedding, False),
+        shape=f"{SHAPE}, 3 groups",
+    ),
+    Case(
+        "pooled",
+        "permute_multi_embedding[module]",
+        _primed(_keyed, _multi(F.permute_multi_embedding, False)),
+        _multi(pooled_regroup.permute_multi_embedding_npu, False),
+        _multi(F.permute_multi_embedding, False),
+        shape=f"{SHAPE}, 3 groups",
+    ),
+    Case(
+        "pooled",
+        "kt_regroup_arguments",
+        _keyed,
+        lambda d: pooled_regroup.kt_regroup_arguments_npu(
+            d["values"][0], d["keys"], d["lengths"], d["groups"]
+        ),
+        lambda d: F.kt_regroup_arguments(d["values"][0], d["keys"], d["lengths"], d["groups"]),
+        shape=f"{T} keys, 3 groups",
+    ),
+    Case(
+        "pooled",
+        "merge_pooled_embeddings",
+        _shards,
+        _merge(merge.merge_pooled_embeddings_npu),
+        _merge(F.merge_pooled_embeddings),
+        shape=f"4 x ({B}, {T * D // 4})",
+    ),
+    Case(
+        "pooled",
+        "sum_reduce_to_one",
+        _shards,
+        _sum(merge.sum_reduce_to_one_npu),
+        _sum(F.sum_reduce_to_one),
+        shape=f"4 x ({B}, {T * D // 4})",
+    ),
+]

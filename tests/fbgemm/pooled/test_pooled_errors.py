@@ -1,0 +1,262 @@
+"""Bad inputs of the pooled family: each raises a ``ValueError`` / ``RuntimeError`` naming the op
+and the argument, invalid index lists upstream answers with another output width or reads out of
+bounds included; with the data checks off, metadata is still checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from fbgemm_npu.testing.pooled_inputs import keyed, kt_permute_args, pooled_args, spread, to_npu
+
+F = torch.ops.fbgemm
+NPU = "npu"
+PERMUTE_OPS = (
+    "permute_pooled_embs",
+    "permute_pooled_embs_split",
+    "permute_pooled_embs_auto_grad",
+    "permute_pooled_embs_auto_grad_split",
+)
+
+
+def _permute_case(case: str) -> tuple[list[Any], type[Exception], str]:
+    x, off, perm, inv_off, inv_perm = pooled_args(4, 4, 2)
+    data = "permute_list' must be a permutation"
+    cases: dict[str, tuple[list[Any], type[Exception], str]] = {
+        "decreasing": (
+            [x, torch.tensor([0, 4, 2, 6, 12]), perm, inv_off, inv_perm],
+            RuntimeError,
+            data,
+        ),
+        "negative": (
+            [x, torch.tensor([0, -2, 4, 6, 12]), perm, inv_off, inv_perm],
+            RuntimeError,
+            data,
+        ),
+        "duplicate": ([x, off, torch.tensor([0, 0, 1, 2]), inv_off, inv_perm], RuntimeError, data),
+        "out_of_range": (
+            [x, off, torch.tensor([0, 1, 2, 7]), inv_off, inv_perm],
+            RuntimeError,
+            data,
+        ),
+        "too_long": (
+            [x, off, torch.arange(6), inv_off, inv_perm],
+            ValueError,
+            "'offset_dim_list' must have at least",
+        ),
+        "empty": ([x, off, perm[:0], inv_off, inv_perm], ValueError, "'permute_list' must not"),
+        "int32_offsets": (
+            [x, off.int(), perm, inv_off, inv_perm],
+            ValueError,
+            "'offset_dim_list' must have dtype int64",
+        ),
+        "int32_permute": (
+            [x, off, perm.int(), inv_off, inv_perm],
+            ValueError,
+            "'permute_list' must have dtype int64",
+        ),
+        "rank1": ([x[0], off, perm, inv_off, inv_perm], ValueError, "'pooled_embs' must be at"),
+    }
+    return cases[case]
+
+
+PERMUTE_CASES = (
+    "decreasing",
+    "negative",
+    "duplicate",
+    "out_of_range",
+    "too_long",
+    "empty",
+    "int32_offsets",
+    "int32_permute",
+    "rank1",
+)
+
+
+@pytest.mark.parametrize("case", PERMUTE_CASES)
+@pytest.mark.parametrize("op", PERMUTE_OPS)
+def test_permute_pooled_bad_inputs(op: str, case: str) -> None:
+    args, exc, match = _permute_case(case)
+    with pytest.raises(exc, match=f"fbgemm::{op}: .*{match}"):
+        getattr(F, op)(*to_npu(args))
+
+
+def test_permute_pooled_devices_must_agree() -> None:
+    x, *lists = pooled_args(3, 2, 2)
+    with pytest.raises(
+        RuntimeError,
+        match="permute_pooled_embs: arguments 'pooled_embs' .*"
+        "'permute_list' \\(cpu\\) must be on the same device",
+    ):
+        F.permute_pooled_embs(x.to(NPU), lists[0].to(NPU), lists[1], *to_npu(lists[2:]))
+
+
+def test_validation_off_skips_only_data_checks(no_validation: None) -> None:
+    args, _, _ = _permute_case("int32_offsets")
+    with pytest.raises(ValueError, match="offset_dim_list"):
+        F.permute_pooled_embs(*to_npu(args))
+    args, _, _ = _permute_case("duplicate")
+    F.permute_pooled_embs(*to_npu(args))  # trusted: no check, no error
+
+
+def _multi_case(case: str) -> tuple[list[Any], type[Exception], str]:
+    d = keyed(4, 3, 2)
+    v = d["values"]
+    permutes, in_shapes, out_shapes, out_lengths = kt_permute_args(d)
+    bad = permutes.clone()
+    rows = "'permutes' must copy inside the inputs and tile every output"
+    if case == "in_tensor":
+        bad[0, 0] = 5
+    elif case == "in_offset":
+        bad[1, 2] = 100
+    elif case == "negative":
+        bad[0, 4] = -1
+    elif case == "order":
+        bad = bad.flip(0)
+
+    def mk(p: torch.Tensor, lengths: list[int] = out_lengths) -> list[Any]:
+        return [v, p, in_shapes, out_shapes, lengths]
+
+    cases: dict[str, tuple[list[Any], type[Exception], str]] = {
+        "in_tensor": (mk(bad), RuntimeError, rows),
+        "in_offset": (mk(bad), RuntimeError, rows),
+        "negative": (mk(bad), RuntimeError, rows),
+        "order": (mk(bad), RuntimeError, rows),
+        "gap": (mk(permutes, [w + 1 for w in out_lengths]), RuntimeError, rows),
+        "int64": (mk(permutes.long()), ValueError, "'permutes' must have dtype int32"),
+        "columns": (mk(permutes[:, :5]), ValueError, "'permutes' must be 2-D with 6 columns"),
+        "float64": (
+            [[t.double() for t in v], permutes, in_shapes, out_shapes, out_lengths],
+            ValueError,
+            "'pooled_embs\\[0\\]' must have dtype float32, float16",
+        ),
+        "dtypes": (
+            [[v[0], v[1].half()], permutes, in_shapes, out_shapes, out_lengths],
+            ValueError,
+            "'pooled_embs\\[0\\]' \\(float32\\) and 'pooled_embs\\[1\\]'",
+        ),
+        "rows": (
+            [[v[0], v[1][:1]], permutes, in_shapes, out_shapes, out_lengths],
+            ValueError,
+            "'pooled_embs\\[1\\]' must be at least 2-D with at least 2 rows",
+        ),
+        "negative_length": (
+            mk(permutes, [-1, *out_lengths[1:]]),
+            ValueError,
+            "'out_lengths' must be non-negative",
+        ),
+    }
+    return cases[case]
+
+
+MULTI_CASES = (
+    "in_tensor",
+    "in_offset",
+    "negative",
+    "order",
+    "gap",
+    "int64",
+    "columns",
+    "float64",
+    "dtypes",
+    "rows",
+    "negative_length",
+)
+
+
+@pytest.mark.parametrize("case", MULTI_CASES)
+def test_permute_multi_embedding_bad_inputs(case: str) -> None:
+    args, exc, match = _multi_case(case)
+    with pytest.raises(exc, match=f"fbgemm::permute_multi_embedding: .*{match}"):
+        F.permute_multi_embedding(*to_npu(args))
+
+
+def test_permute_multi_embedding_devices_must_agree() -> None:
+    d = keyed(4, 3, 2)
+    args = to_npu([d["values"], *kt_permute_args(d)])
+    with pytest.raises(
+        RuntimeError,
+        match="permute_multi_embedding: arguments 'pooled_embs\\[0\\]' \\(npu:0\\) and "
+        "'permutes' \\(cpu\\)",
+    ):
+        F.permute_multi_embedding(args[0], args[1].cpu(), *args[2:])
+    with pytest.raises(RuntimeError, match="'pooled_embs\\[0\\]' \\(npu:0\\) and 'pooled_embs"):
+        F.permute_multi_embedding([args[0][0], args[0][1].to(f"{NPU}:1")], *args[1:])
+
+
+def test_host_plan_errors_name_the_row() -> None:
+    """Permutes from our kt_regroup_arguments are checked on the host, with exact messages."""
+    d = keyed(4, 3, 2)
+    v = to_npu(d["values"])
+    args = F.kt_regroup_arguments(v[0], d["keys"], d["lengths"], d["groups"])
+    with pytest.raises(
+        ValueError, match="'out_lengths' \\[6, 6, 7\\] asks for 19 columns but 'permutes' fills 18"
+    ):
+        F.permute_multi_embedding(v, *args[:3], [6, 6, 7])
+    narrow = [v[0][:, :5], v[1]]
+    with pytest.raises(
+        ValueError, match="row 2 \\[0, 1, 3, 0, 3, 5\\] of permutes, which reads outside its input"
+    ):
+        F.permute_multi_embedding(narrow, *args)
+
+
+@pytest.mark.parametrize(
+    ("keys", "lengths", "groups", "match"),
+    [
+        ([["a"]], [[2]], [["a", "zz"]], "'groups\\[0\\]' names key 'zz', not in keys"),
+        ([["a"]], [[2, 3]], [["a"]], "'lengths\\[0\\]' has 2 entries but 'keys\\[0\\]' names only"),
+        ([["a"], ["b"]], [[2]], [["a"]], "'lengths' must have one list per list of 'keys'"),
+    ],
+)
+def test_keyed_argument_errors(keys: Any, lengths: Any, groups: Any, match: str) -> None:
+    v = [torch.zeros(2, 5, device=NPU) for _ in keys]
+    for op in ("kt_regroup_arguments", "regroup_keyed_tensor"):
+        with pytest.raises(ValueError, match=f"fbgemm::{op}: argument {match}"):
+            if op == "kt_regroup_arguments":
+                F.kt_regroup_arguments(v[0], keys, lengths, groups)
+            else:
+                F.regroup_keyed_tensor(v, keys, lengths, groups)
+
+
+def test_regroup_lengths_beyond_the_values() -> None:
+    """Upstream reads past the input here; ours names 'lengths' and the row."""
+    v = [torch.zeros(2, 5, device=NPU)]
+    with pytest.raises(ValueError, match="regroup_keyed_tensor: argument 'lengths' gives row 1"):
+        F.regroup_keyed_tensor(v, [["a", "b"]], [[3, 3]], [["a", "b"]])
+
+
+def test_cross_device_bad_inputs() -> None:
+    ts = spread(2, 2, 3)
+    with pytest.raises(
+        RuntimeError,
+        match="sum_reduce_to_one: argument 'input_tensors\\[1\\]' is "
+        "on cpu but 'input_tensors\\[0\\]' on npu:0",
+    ):
+        F.sum_reduce_to_one([ts[0], ts[1].cpu()], torch.device(NPU, 0))
+    with pytest.raises(ValueError, match="all_to_one_device: argument 'target_device' must be an"):
+        F.all_to_one_device(ts, torch.device("cpu"))
+    with pytest.raises(ValueError, match="sum_reduce_to_one: argument 'target_device' is npu:5"):
+        F.sum_reduce_to_one(ts, torch.device(NPU, 5))
+    with pytest.raises(
+        ValueError,
+        match="sum_reduce_to_one: argument 'input_tensors\\[1\\]' "
+        "\\(torch.float32\\) cannot be added",
+    ):
+        F.sum_reduce_to_one([ts[0].long(), ts[1]], torch.device(NPU, 0))
+    with pytest.raises(
+        ValueError,
+        match="sum_reduce_to_one: argument 'input_tensors\\[1\\]' of "
+        "shape \\(2, 4\\) does not broadcast",
+    ):
+        F.sum_reduce_to_one([ts[0], torch.zeros(2, 4, device=NPU)], torch.device(NPU, 0))
+    with pytest.raises(
+        ValueError,
+        match="merge_pooled_embeddings: argument 'pooled_embeddings' "
+        "cannot be concatenated along cat_dim=0",
+    ):
+        F.merge_pooled_embeddings(
+            [ts[0], torch.zeros(2, 4, device=NPU)], 2, torch.device(NPU, 0), 0
+        )
