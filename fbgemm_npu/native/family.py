@@ -28,7 +28,9 @@ class Budget:
     where the op's contract forces a read-back when one is omitted (``None``: no such argument).
     ``paths``: the launch ceiling of named argument paths that cost more or less than the main
     one (``{"total_num_blocks": 34}``), each written here once; tests and specs name the path
-    they exercise.  ``ai_cpu``: launches a 910B runs on its AI CPU (docs/hardware.md).
+    they exercise; ``path_checks``: the data checks' launches on a path where they differ from
+    ``checks`` (a check that grows with the jagged dims, say).  ``ai_cpu``: launches a 910B runs
+    on its AI CPU (docs/hardware.md).
     ``target``: the catalogue's target (docs/ops.md) where ``launches`` exceeds it, and ``note``
     says why and what would close the gap; a budget is never loosened silently.
     """
@@ -40,6 +42,7 @@ class Budget:
     ai_cpu: int = 0
     per: str = "call"
     paths: Mapping[str, int] = field(default_factory=dict)
+    path_checks: Mapping[str, int] = field(default_factory=dict)
     target: int | None = None
     note: str = ""
 
@@ -49,6 +52,8 @@ class Budget:
                 f"Budget: target {self.target} given but launches {self.launches} meet it; "
                 "a target is stated only where the budget exceeds it"
             )
+        if set(self.path_checks) - set(self.paths):
+            raise ValueError(f"Budget: path_checks for unknown paths {sorted(self.path_checks)}")
         if self.target is not None and not self.note:
             raise ValueError("Budget: a launch count over its target needs a note saying why")
 
@@ -58,7 +63,8 @@ class Budget:
         if path is not None and path not in self.paths:
             raise KeyError(f"Budget: no path {path!r}; known: {sorted(self.paths)}")
         launches = self.launches if path is None else self.paths[path]
-        return launches * units + (self.checks if validating else 0)
+        checks = self.path_checks.get(path, self.checks) if path is not None else self.checks
+        return launches * units + (checks if validating else 0)
 
     def sync_limit(self, sized: bool = True) -> int:
         """Syncs one call may take; ``sized=False`` when an optional size argument is omitted."""
