@@ -76,9 +76,10 @@ def _options(kw: dict[str, Any], weights_implied: bool) -> set[str]:
 
 
 def _named_path_applies(kw: dict[str, Any], variable: bool) -> bool:
-    """Whether a named path counts this call exactly: the paths are measured with ``my_size``
-    8 or 6, int64 indices, no copied input and, with variable blocks, no ``keep_orig_idx``
-    (which spares the new index)."""
+    """Whether a named path counts this call exactly.  The paths are measured with ``my_size``
+    8 or 6 (a power of two costs what 8 does, any other above 1 what 6 does; 1 costs less), int64
+    indices (int32 adds a cast with variable blocks), no copied input and no ``keep_orig_idx``
+    (with variable blocks it spares the new index)."""
     if kw["my_size"] == 1:
         return False
     weights = kw.get("weights")

@@ -38,8 +38,9 @@ F = torch.ops.fbgemm
 def cyclic_budget(
     lengths: Any, indices: Any, bucketize_pos: bool, my_size: int, weights: Any = None
 ) -> BudgetUse:
-    """The budget path of one call: the path its options name where one is measured for
-    them (``my_size`` 8 or 6, no copied input), else the ceiling."""
+    """The budget path of one call: the path its options name (a power-of-two ``my_size``
+    costs what the measured 4 does, any other above 1 what 6 does), else the ceiling (``my_size``
+    1, a copied input, options no path names)."""
     given = {
         "weights": weights is not None,
         "bucketize_pos": bucketize_pos,
