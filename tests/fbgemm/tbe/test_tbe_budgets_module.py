@@ -81,6 +81,8 @@ def counted_step(
     grad = torch.ones_like(out)
     with counters.count() as bwd:
         assert_op_budget(lambda: out.backward(grad), op, path=backward_path, units=len(dims))
+    # nothing around the op may sync either
+    assert fwd.syncs <= budget_of(op).sync_limit(), fwd.summary()
     return fwd, bwd
 
 

@@ -1,0 +1,97 @@
+"""The TBE metadata ops on npu against upstream's CPU kernels: ``bounds_check_indices`` in every
+BoundsCheckMode on random (often broken) indices and offsets, VBE included, with the errors
+naming op and argument; ``get_infos_metadata`` and ``generate_vbe_metadata``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fbgemm_gpu.split_table_batched_embeddings_ops_common import BoundsCheckMode
+
+from fbgemm_npu.testing.tbe_inputs import NPU
+
+
+def _bounds_check(
+    mode: int,
+    idx: torch.Tensor,
+    off: torch.Tensor,
+    rows: torch.Tensor,
+    device: str,
+    B_offsets: torch.Tensor | None = None,
+) -> object:
+    """``(indices, offsets, warning)`` after the check on ``device``, or ``"raises"``."""
+    idx, off = idx.clone().to(device), off.clone().to(device)
+    warn = torch.zeros(1, dtype=torch.int64, device=device)
+    try:
+        torch.ops.fbgemm.bounds_check_indices(
+            rows.to(device),
+            idx,
+            off,
+            mode,
+            warn,
+            None,
+            B_offsets=None if B_offsets is None else B_offsets.to(device),
+            max_B=-1 if B_offsets is None else 8,
+        )
+    except RuntimeError:
+        return "raises"
+    return idx.tolist(), off.tolist(), warn.tolist()
+
+
+@pytest.mark.parametrize("mode", [m.value for m in BoundsCheckMode])
+def test_bounds_check_indices_matches_upstream_cpu(mode: int) -> None:
+    g = torch.Generator().manual_seed(mode)
+    for _ in range(40):
+        T, B = (
+            int(torch.randint(1, 4, (1,), generator=g)),
+            int(torch.randint(1, 4, (1,), generator=g)),
+        )
+        N = int(torch.randint(0, 12, (1,), generator=g))
+        rows = torch.randint(1, 6, (T,), generator=g)
+        idx = torch.randint(-2, 7, (N,), generator=g)
+        off = torch.sort(torch.randint(0, N + 1, (T * B + 1,), generator=g)).values
+        # upstream's CPU kernel reads indices through unrepaired offsets in modes NONE / V2_*
+        # (it segfaults on broken ones): break offsets only where it repairs or raises
+        if mode <= BoundsCheckMode.IGNORE.value and torch.rand(1, generator=g) < 0.6:
+            off[torch.randint(0, T * B + 1, (1,), generator=g)] = torch.randint(
+                -3, N + 4, (1,), generator=g
+            )
+        vbe = None
+        if torch.rand(1, generator=g) < 0.3:  # VBE: the same bags, per-feature counts
+            vbe = torch.tensor([0, *[B * (t + 1) for t in range(T)]], dtype=torch.int32)
+        expected = _bounds_check(mode, idx, off, rows, "cpu", vbe)
+        assert _bounds_check(mode, idx, off, rows, "npu", vbe) == expected, (idx, off, rows)
+
+
+def test_bounds_check_fatal_names_op_and_argument() -> None:
+    idx = torch.tensor([0, 9], device=NPU)
+    off = torch.tensor([0, 1, 2], device=NPU)
+    warn = torch.zeros(1, dtype=torch.int64, device=NPU)
+    rows = torch.tensor([5, 5], device=NPU)
+    with pytest.raises(RuntimeError, match="bounds_check_indices: argument 'indices'"):
+        torch.ops.fbgemm.bounds_check_indices(rows, idx, off, 0, warn)
+    with pytest.raises(ValueError, match="bounds_check_indices: argument 'offsets'"):
+        torch.ops.fbgemm.bounds_check_indices(rows, idx, off[:2], 1, warn)
+
+
+def test_vbe_and_infos_metadata_match_upstream_cpu() -> None:
+    bs = [[1, 2, 0], [3, 0, 1], [2, 2, 2]]
+    dims = [4, 8, 12]
+    T, R = len(bs), len(bs[0])
+    D_offsets = torch.tensor([0, 4, 12, 24], dtype=torch.int32)
+    B_offsets = torch.tensor([0, 3, 7, 13], dtype=torch.int32)
+    brpf = torch.tensor([[0, *torch.tensor(b).cumsum(0).tolist()] for b in bs], dtype=torch.int32)
+    ofr = [0]
+    for r in range(R):
+        for t in range(T):
+            ofr.append(ofr[-1] + bs[t][r] * dims[t])
+    args = (B_offsets, brpf, torch.tensor(ofr), D_offsets)
+    nb, mask = torch.ops.fbgemm.get_infos_metadata(D_offsets, 13, T)
+    assert torch.ops.fbgemm.get_infos_metadata(D_offsets.to(NPU), 13, T) == (nb, mask)
+    expected = torch.ops.fbgemm.generate_vbe_metadata(*args, 12, False, 3, nb, 13)
+    actual = torch.ops.fbgemm.generate_vbe_metadata(
+        *[a.to(NPU) for a in args], 12, False, 3, nb, 13
+    )
+    for a, e in zip(actual, expected, strict=True):
+        assert a.device.type == "npu" and a.dtype == e.dtype
+        assert torch.equal(a.cpu(), e)
