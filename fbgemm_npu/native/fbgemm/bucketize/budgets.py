@@ -12,33 +12,9 @@ conformance call whose options no path names is held to its form's ceiling.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
 from fbgemm_npu.native.family import Budget
 
-__all__ = ["BUDGETS", "PathChecksBudget"]
-
-
-@dataclass(frozen=True)
-class PathChecksBudget(Budget):
-    """A :class:`Budget` whose data checks cost differently on some paths: ``path_checks[path]``
-    replaces ``checks`` there (the VBE sizes and ``total_num_blocks`` are checked too)."""
-
-    path_checks: Mapping[str, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        unknown = set(self.path_checks) - set(self.paths)
-        if unknown:
-            raise ValueError(f"Budget: path_checks names no path: {sorted(unknown)}")
-
-    def launch_limit(self, validating: bool, units: int = 1, path: str | None = None) -> int:
-        """As :meth:`Budget.launch_limit`, with the data checks of ``path``."""
-        launches = super().launch_limit(False, units, path)
-        checks = self.checks if path is None else self.path_checks.get(path, self.checks)
-        return launches + (checks if validating else 0)
-
+__all__ = ["BUDGETS"]
 
 # Why the paths cost what they do, beside the catalogue's target of 20 (docs/ops.md).
 _BLOCK_NOTE = (
@@ -85,12 +61,12 @@ _TRAINING_PATHS = {
 }
 
 BUDGETS: dict[str, Budget] = {
-    "fbgemm::block_bucketize_sparse_features": PathChecksBudget(
+    "fbgemm::block_bucketize_sparse_features": Budget(
         19, checks=6, paths=_TRAINING_PATHS, path_checks=_BLOCK_CHECKS, note=_BLOCK_NOTE
     ),
     # As the training op; the bucket mapping is the bucket tensor itself, cast once (+1) where
     # variable blocks make it int64 and the indices are int32.
-    "fbgemm::block_bucketize_sparse_features_inference": PathChecksBudget(
+    "fbgemm::block_bucketize_sparse_features_inference": Budget(
         19,
         checks=6,
         paths={**_TRAINING_PATHS, _POS_EVERY: 56, _BOTH_EVERY: 69},
@@ -98,7 +74,7 @@ BUDGETS: dict[str, Budget] = {
         note=_BLOCK_NOTE,
     ),
     # Weights are always given (one index_select of their rows): the training op's weights path.
-    "fbgemm::block_bucketize_sparse_features_2d_weights": PathChecksBudget(
+    "fbgemm::block_bucketize_sparse_features_2d_weights": Budget(
         20,
         checks=6,
         paths={

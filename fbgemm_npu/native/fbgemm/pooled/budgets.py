@@ -5,45 +5,20 @@ them.
 Paths: ``"memoised"``, the same index tensors passed again (the plan is kept beside them, so
 neither the plan nor its check runs); ``"one input"`` / ``"one output"``, where the regroup needs
 no ``cat`` / ``split`` (fewer inputs or groups than the main path's 2 and 3), joined to the
-others by ``" + "``; ``"backward"``, the
-gradient's call.  ``path_checks`` gives the data checks of a path where they differ from
-``checks`` (none where the plan is not derived on the device).
+others by ``" + "``; ``"backward"``, the gradient's call.  ``path_checks``: the data checks of a
+path where they differ from ``checks`` (none where the plan is not derived on the device).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
 from fbgemm_npu.native.family import Budget
 
-__all__ = ["BUDGETS", "PathChecksBudget"]
-
-
-@dataclass(frozen=True)
-class PathChecksBudget(Budget):
-    """A :class:`Budget` whose data checks cost differently on some paths: ``path_checks[path]``
-    replaces ``checks`` there (a memoised plan is not checked again)."""
-
-    path_checks: Mapping[str, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        unknown = set(self.path_checks) - set(self.paths)
-        if unknown:
-            raise ValueError(f"Budget: path_checks names no path: {sorted(unknown)}")
-
-    def launch_limit(self, validating: bool, units: int = 1, path: str | None = None) -> int:
-        """As :meth:`Budget.launch_limit`, with the data checks of ``path``."""
-        launches = super().launch_limit(False, units, path)
-        checks = self.checks if path is None else self.path_checks.get(path, self.checks)
-        return launches + (checks if validating else 0)
-
+__all__ = ["BUDGETS"]
 
 # The plan (arange, searchsorted, 2 sorts, index_select) and the gather.  The data check
 # (permute_list a permutation, cut points non-negative and non-decreasing: three comparisons into
 # one bool buffer, all, _assert_async; fewer for 1 or 2 blocks) makes a first call 11.
-_PERMUTE = PathChecksBudget(
+_PERMUTE = Budget(
     6,
     checks=5,
     paths={"memoised": 1, "one block": 6, "two blocks": 6},
@@ -82,7 +57,7 @@ BUDGETS: dict[str, Budget] = {
     # The backward is the non-autograd permute with the inverse lists: its budget.
     "fbgemm::permute_pooled_embs_auto_grad": _PERMUTE,
     "fbgemm::permute_pooled_embs_auto_grad_split": _PERMUTE,
-    "fbgemm::permute_multi_embedding": PathChecksBudget(
+    "fbgemm::permute_multi_embedding": Budget(
         12,
         checks=8,
         paths={
@@ -103,7 +78,7 @@ BUDGETS: dict[str, Budget] = {
         note=_MULTI_NOTE,
     ),
     # As permute_multi_embedding; reverse scatters (cat, zeros, index_add, split) instead.
-    "fbgemm::permute_multi_embedding_function": PathChecksBudget(
+    "fbgemm::permute_multi_embedding_function": Budget(
         12, checks=8, paths={"reverse": 13}, target=6, note=_MULTI_NOTE
     ),
     "fbgemm::kt_regroup_arguments": Budget(3),  # one upload per tensor
