@@ -3,13 +3,14 @@
 On an Ascend host torch_npu registers the ``"hccl"`` backend and collectives run on the device.
 The simulated ``npu`` device (:mod:`fbgemm_npu.testing.simulator`) has no interconnect, and gloo,
 the one host-memory backend torch ships, refuses PrivateUse1 tensors although the simulator keeps
-them in host memory.  So this module stages: :func:`register` registers, under the name
-``"hccl"`` and for the ``npu`` device, a Python ``ProcessGroup`` that wraps a gloo process group
-built on the same store (a ``PrefixStore``) with the same rank and size.  Each collective copies its
+them in host memory.  So this module stages: :func:`register` registers, under the name ``"hccl"``
+and for the ``npu`` device, a Python ``ProcessGroup`` that wraps a gloo process group built on
+the same store (a ``PrefixStore``) with the same rank and size.  Each collective copies its
 ``npu`` inputs to CPU tensors, runs the gloo collective, waits for it, and copies the results back
 into the ``npu`` outputs in place.  Code written for Ascend — ``init_process_group("hccl")``,
 ``"cpu:gloo,npu:hccl"`` or no backend at all (the simulated ``npu`` is the accelerator) — then runs
-unchanged in several processes, torchrec's comm ops included.
+unchanged in several processes, torchrec's comm ops included.  The collectives themselves are
+in :mod:`.collectives_ops`, the staging pieces they share in :mod:`.collectives_staging`.
 
 CPU tensors are handed to the wrapped gloo group untouched (its own asynchronous ``Work``, its own
 semantics), so gloo keeps serving CPU tensors whichever backend string was given.
@@ -41,143 +42,33 @@ Semantics of the staged (``npu``) path:
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.util
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch import Tensor
-from torch._C._distributed_c10d import (
-    AllgatherOptions,
-    AllreduceCoalescedOptions,
-    AllreduceOptions,
-    AllToAllOptions,
-    BarrierOptions,
-    BroadcastOptions,
-    GatherOptions,
-    ReduceOptions,
-    ReduceScatterOptions,
-    ScatterOptions,
-)
-from torch.futures import Future
 
-BACKEND_NAME = "hccl"
+from fbgemm_npu.testing import collectives_ops as ops
+from fbgemm_npu.testing.collectives_staging import BACKEND_NAME, CompletedWork, DeferredWork
+
 DEVICE_TYPE = "npu"
 
 
-class CompletedWork(dist._Work):
-    """A finished collective: ``wait()`` is True at once; the future holds the outputs."""
+def _method(collective: Callable[..., Any]) -> Callable[..., Any]:
+    """The process group's method for a function of :mod:`.collectives_ops`.
 
-    def __init__(self, outputs: list[Tensor]) -> None:
-        super().__init__()
-        self._outputs = outputs
-        self._future: Future[list[Tensor]] = Future()
-        self._future.set_result(outputs)
+    A method of its own, written in this file, rather than the function itself: c10d's trampoline
+    finds it on the class, and every staging copy then runs below a frame of this module, which is
+    how :mod:`fbgemm_npu.testing.trace` tells the staging copies from the model's transfers.
+    """
 
-    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
-        return True
+    @functools.wraps(collective)
+    def method(self: StagedProcessGroup, *args: Any, **kwargs: Any) -> Any:
+        return collective(self, *args, **kwargs)
 
-    def get_future(self) -> Future[list[Tensor]]:
-        return self._future
-
-    def is_completed(self) -> bool:
-        return True
-
-    def is_success(self) -> bool:
-        return True
-
-    def exception(self) -> None:
-        return None
-
-    def result(self) -> list[Tensor]:
-        return self._outputs
-
-    def synchronize(self) -> None:
-        """Nothing left to wait for."""
-
-
-class DeferredWork(dist._Work):
-    """A point-to-point transfer: gloo's work, then ``finish`` (the copy back) on first wait."""
-
-    def __init__(self, name: str, inner: dist.Work, finish: Callable[[], list[Tensor]]) -> None:
-        super().__init__()
-        self._name, self._inner, self._finish = name, inner, finish
-        self._outputs: list[Tensor] | None = None
-
-    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
-        if self._outputs is None:
-            _wait(self._name, self._inner)
-            self._outputs = self._finish()
-        return True
-
-    def get_future(self) -> Future[list[Tensor]]:
-        self.wait()
-        future: Future[list[Tensor]] = Future()
-        future.set_result(self._outputs or [])
-        return future
-
-    def is_completed(self) -> bool:
-        return self._outputs is not None
-
-    def result(self) -> list[Tensor]:
-        self.wait()
-        return self._outputs or []
-
-
-def _wait(name: str, work: dist.Work) -> None:
-    try:
-        work.wait()
-    except RuntimeError as exc:
-        raise RuntimeError(
-            f"{BACKEND_NAME} (simulated, staged through gloo) {name}: {exc}"
-        ) from exc
-
-
-def _staged(tensors: Sequence[Tensor]) -> bool:
-    return any(t.device.type != "cpu" for t in tensors)
-
-
-def _host(t: Tensor) -> Tensor:
-    """``t``'s data on the CPU (``t`` itself when it already is a CPU tensor)."""
-    return t if t.device.type == "cpu" else t.detach().to("cpu").contiguous()
-
-
-def _host_buffer(t: Tensor) -> Tensor:
-    """A CPU tensor for gloo to write ``t``'s result into (``t`` itself for a CPU tensor)."""
-    return t if t.device.type == "cpu" else torch.empty(t.shape, dtype=t.dtype)
-
-
-@torch.no_grad()  # like c10d's own kernels, a collective writes its outputs outside autograd
-def _copy_back(targets: Sequence[Tensor], hosts: Sequence[Tensor]) -> None:
-    for target, host in zip(targets, hosts, strict=True):
-        if host is not target:
-            target.copy_(host.view(target.shape))
-
-
-def _is_avg(op: dist.ReduceOp) -> bool:
-    if op == dist.ReduceOp.PREMUL_SUM:
-        raise ValueError(f"{BACKEND_NAME} (simulated): ReduceOp.PREMUL_SUM is not supported")
-    return op == dist.ReduceOp.AVG
-
-
-@torch.no_grad()
-def _divide(t: Tensor, n: int) -> None:
-    if t.dtype == torch.bool:
-        raise ValueError(f"{BACKEND_NAME} (simulated): ReduceOp.AVG of a bool tensor")
-    if t.is_floating_point() or t.is_complex():
-        t.div_(n)
-    else:
-        t.div_(n, rounding_mode="trunc")
-
-
-def _with_op(options: object, op: dist.ReduceOp) -> object:
-    """A copy of a reduce-options object with ``reduceOp`` replaced (SUM stands in for AVG)."""
-    copy = type(options)()
-    for field in ("rootRank", "rootTensor", "timeout", "asyncOp"):
-        if hasattr(options, field):
-            setattr(copy, field, getattr(options, field))
-    copy.reduceOp = op
-    return copy
+    return method
 
 
 class StagedProcessGroup(dist.ProcessGroup):
@@ -208,275 +99,26 @@ class StagedProcessGroup(dist.ProcessGroup):
         """The wrapped gloo process group."""
         return self._gloo
 
-    # --- reductions -------------------------------------------------------------------------
-
-    def allreduce(self, tensors: list[Tensor], opts: AllreduceOptions = AllreduceOptions()):  # noqa: B008
-        if not _staged(tensors):
-            return self._gloo.allreduce(tensors, opts)
-        hosts = [_host(t) for t in tensors]
-        avg = _is_avg(opts.reduceOp)
-        gloo_opts = _with_op(opts, dist.ReduceOp.SUM) if avg else opts
-        _wait("allreduce", self._gloo.allreduce(hosts, gloo_opts))
-        if avg:
-            for h in hosts:
-                _divide(h, self.size())
-        _copy_back(tensors, hosts)
-        return CompletedWork(tensors)
-
-    def allreduce_coalesced(
-        self,
-        tensors: list[Tensor],
-        opts: AllreduceCoalescedOptions = AllreduceCoalescedOptions(),  # noqa: B008
-    ):
-        if not _staged(tensors):
-            return self._gloo.allreduce_coalesced(tensors, opts)
-        for t in tensors:  # one staged allreduce each: gloo's coalesced form has the same cost here
-            single = AllreduceOptions()
-            single.reduceOp, single.timeout = opts.reduceOp, opts.timeout
-            _wait("allreduce_coalesced", self.allreduce([t], single))
-        return CompletedWork(tensors)
-
-    def reduce(self, tensors: list[Tensor], opts: ReduceOptions = ReduceOptions()):  # noqa: B008
-        if not _staged(tensors):
-            return self._gloo.reduce(tensors, opts)
-        hosts = [_host(t) for t in tensors]
-        avg = _is_avg(opts.reduceOp)
-        _wait(
-            "reduce", self._gloo.reduce(hosts, _with_op(opts, dist.ReduceOp.SUM) if avg else opts)
-        )
-        if self.rank() == opts.rootRank:
-            if avg:
-                for h in hosts:
-                    _divide(h, self.size())
-            _copy_back(tensors, hosts)
-        return CompletedWork(tensors)
-
-    def reduce_scatter(
-        self,
-        output_tensors: list[Tensor],
-        input_tensors: list[list[Tensor]],
-        opts: ReduceScatterOptions = ReduceScatterOptions(),  # noqa: B008
-    ):
-        flat = [t for ts in input_tensors for t in ts]
-        if not _staged(output_tensors + flat):
-            return self._gloo.reduce_scatter(output_tensors, input_tensors, opts)
-        avg = _is_avg(opts.reduceOp)
-        op = dist.ReduceOp.SUM if avg else opts.reduceOp
-        for out, inputs in zip(output_tensors, input_tensors, strict=True):
-            if all(t.shape == out.shape for t in inputs):
-                host_out = _host_buffer(out)
-                work = self._gloo.reduce_scatter(
-                    [host_out], [[_host(t) for t in inputs]], _with_op(opts, op)
-                )
-                _wait("reduce_scatter", work)
-            else:  # uneven (torchrec's reduce_scatter_v): reduce everything, keep our slice
-                numels = [t.numel() for t in inputs]
-                whole = torch.cat([_host(t).reshape(-1) for t in inputs])
-                single = AllreduceOptions()
-                single.reduceOp, single.timeout = op, opts.timeout
-                _wait("reduce_scatter", self._gloo.allreduce([whole], single))
-                host_out = whole.split(numels)[self.rank()].clone()
-            if avg:
-                _divide(host_out, self.size())
-            _copy_back([out], [host_out])
-        return CompletedWork(output_tensors)
-
-    def _reduce_scatter_base(
-        self,
-        output: Tensor,
-        input: Tensor,
-        opts: ReduceScatterOptions = ReduceScatterOptions(),  # noqa: B008
-    ):
-        if not _staged([output, input]):
-            return self._gloo._reduce_scatter_base(output, input, opts)
-        avg = _is_avg(opts.reduceOp)
-        host_out = _host_buffer(output)
-        gloo_opts = _with_op(opts, dist.ReduceOp.SUM) if avg else opts
-        _wait(
-            "reduce_scatter_tensor",
-            self._gloo._reduce_scatter_base(host_out, _host(input), gloo_opts),
-        )
-        if avg:
-            _divide(host_out, self.size())
-        _copy_back([output], [host_out])
-        return CompletedWork([output])
-
-    reduce_scatter_single = _reduce_scatter_base
-
-    def reduce_scatter_single_coalesced(
-        self,
-        outputs: list[Tensor],
-        inputs: list[Tensor],
-        opts: ReduceScatterOptions = ReduceScatterOptions(),  # noqa: B008
-    ):
-        for output, input in zip(outputs, inputs, strict=True):
-            _wait("reduce_scatter_tensor_coalesced", self._reduce_scatter_base(output, input, opts))
-        return CompletedWork(outputs)
-
+    # c10d's method names (several per collective: torch's Python and C++ callers use both)
+    allreduce = _method(ops.allreduce)
+    allreduce_coalesced = _method(ops.allreduce_coalesced)
+    reduce = _method(ops.reduce)
+    reduce_scatter = _method(ops.reduce_scatter)
+    _reduce_scatter_base = reduce_scatter_single = _method(ops.reduce_scatter_base)
+    reduce_scatter_single_coalesced = _method(ops.reduce_scatter_single_coalesced)
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
-
-    # --- gathers and broadcasts -------------------------------------------------------------
-
-    def broadcast(self, tensors: list[Tensor], opts: BroadcastOptions = BroadcastOptions()):  # noqa: B008
-        if not _staged(tensors):
-            return self._gloo.broadcast(tensors, opts)
-        hosts = [_host(t) for t in tensors]
-        _wait("broadcast", self._gloo.broadcast(hosts, opts))
-        _copy_back(tensors, hosts)
-        return CompletedWork(tensors)
-
-    def allgather(
-        self,
-        output_tensors: list[list[Tensor]],
-        input_tensors: list[Tensor],
-        opts: AllgatherOptions = AllgatherOptions(),  # noqa: B008
-    ):
-        flat = [t for ts in output_tensors for t in ts]
-        if not _staged(flat + input_tensors):
-            return self._gloo.allgather(output_tensors, input_tensors, opts)
-        for outs, input in zip(output_tensors, input_tensors, strict=True):
-            host_outs = [_host_buffer(t) for t in outs]
-            if all(t.shape == input.shape for t in outs):
-                _wait("allgather", self._gloo.allgather([host_outs], [_host(input)], opts))
-            else:  # uneven (torchrec's all_gather_v): send our tensor to every rank
-                self._alltoall_flat("allgather", host_outs, [_host(input)] * self.size())
-            _copy_back(outs, host_outs)
-        return CompletedWork(flat)
-
-    def _allgather_base(
-        self,
-        output: Tensor,
-        input: Tensor,
-        opts: AllgatherOptions = AllgatherOptions(),  # noqa: B008
-    ):
-        if not _staged([output, input]):
-            return self._gloo._allgather_base(output, input, opts)
-        host_out = _host_buffer(output)
-        _wait("all_gather_into_tensor", self._gloo._allgather_base(host_out, _host(input), opts))
-        _copy_back([output], [host_out])
-        return CompletedWork([output])
-
-    all_gather_single = _allgather_base
-
-    def all_gather_single_coalesced(
-        self,
-        outputs: list[Tensor],
-        inputs: list[Tensor],
-        opts: AllgatherOptions = AllgatherOptions(),  # noqa: B008
-    ):
-        for output, input in zip(outputs, inputs, strict=True):
-            _wait("all_gather_into_tensor_coalesced", self._allgather_base(output, input, opts))
-        return CompletedWork(outputs)
-
+    broadcast = _method(ops.broadcast)
+    allgather = _method(ops.allgather)
+    _allgather_base = all_gather_single = _method(ops.allgather_base)
+    all_gather_single_coalesced = _method(ops.all_gather_single_coalesced)
     allgather_into_tensor_coalesced = all_gather_single_coalesced
-
-    def gather(
-        self,
-        output_tensors: list[list[Tensor]],
-        input_tensors: list[Tensor],
-        opts: GatherOptions = GatherOptions(),  # noqa: B008
-    ):
-        flat = [t for ts in output_tensors for t in ts]
-        if not _staged(flat + input_tensors):
-            return self._gloo.gather(output_tensors, input_tensors, opts)
-        host_outs = [[_host_buffer(t) for t in ts] for ts in output_tensors]
-        _wait("gather", self._gloo.gather(host_outs, [_host(t) for t in input_tensors], opts))
-        _copy_back(flat, [t for ts in host_outs for t in ts])
-        return CompletedWork(flat)
-
-    def scatter(
-        self,
-        output_tensors: list[Tensor],
-        input_tensors: list[list[Tensor]],
-        opts: ScatterOptions = ScatterOptions(),  # noqa: B008
-    ):
-        flat = [t for ts in input_tensors for t in ts]
-        if not _staged(output_tensors + flat):
-            return self._gloo.scatter(output_tensors, input_tensors, opts)
-        host_outs = [_host_buffer(t) for t in output_tensors]
-        host_ins = [[_host(t) for t in ts] for ts in input_tensors]
-        _wait("scatter", self._gloo.scatter(host_outs, host_ins, opts))
-        _copy_back(output_tensors, host_outs)
-        return CompletedWork(output_tensors)
-
-    # --- all-to-all ---------------------------------------------------------------------------
-
-    def alltoall_base(
-        self,
-        output: Tensor,
-        input: Tensor,
-        output_split_sizes: list[int],
-        input_split_sizes: list[int],
-        opts: AllToAllOptions = AllToAllOptions(),  # noqa: B008
-    ):
-        if not _staged([output, input]):
-            return self._gloo.alltoall_base(
-                output, input, output_split_sizes, input_split_sizes, opts
-            )
-        host_out = _host_buffer(output)
-        work = self._gloo.alltoall_base(
-            host_out, _host(input), output_split_sizes, input_split_sizes, opts
-        )
-        _wait("all_to_all_single", work)
-        _copy_back([output], [host_out])
-        return CompletedWork([output])
-
-    all_to_all_single = alltoall_base
-
-    def alltoall(
-        self,
-        output_tensors: list[Tensor],
-        input_tensors: list[Tensor],
-        opts: AllToAllOptions = AllToAllOptions(),  # noqa: B008
-    ):
-        if not _staged(output_tensors + input_tensors):
-            return self._gloo.alltoall(output_tensors, input_tensors, opts)
-        host_outs = [_host_buffer(t) for t in output_tensors]
-        self._alltoall_flat("all_to_all", host_outs, [_host(t) for t in input_tensors])
-        _copy_back(output_tensors, host_outs)
-        return CompletedWork(output_tensors)
-
-    def _alltoall_flat(self, name: str, outputs: list[Tensor], inputs: list[Tensor]) -> None:
-        """inputs[i] goes to rank i, outputs[i] comes from rank i, any shapes: one alltoall_base."""
-        dtypes = {t.dtype for t in outputs + inputs}
-        if len(dtypes) != 1:
-            raise ValueError(
-                f"{BACKEND_NAME} (simulated) {name}: tensors of several dtypes {dtypes}"
-            )
-        out_numels = [t.numel() for t in outputs]
-        flat_out = torch.empty(sum(out_numels), dtype=outputs[0].dtype)
-        flat_in = torch.cat([t.reshape(-1) for t in inputs])
-        work = self._gloo.alltoall_base(
-            flat_out, flat_in, out_numels, [t.numel() for t in inputs], AllToAllOptions()
-        )
-        _wait(name, work)
-        _copy_back(outputs, flat_out.split(out_numels))
-
-    # --- synchronisation and point-to-point ---------------------------------------------------
-
-    def barrier(self, opts: BarrierOptions = BarrierOptions()):  # noqa: B008
-        gloo_opts = BarrierOptions()
-        gloo_opts.timeout = opts.timeout
-        _wait("barrier", self._gloo.barrier(gloo_opts))
-        return CompletedWork([])
-
-    def send(self, tensors: list[Tensor], dstRank: int, tag: int):  # noqa: N803
-        if not _staged(tensors):
-            return self._gloo.send(tensors, dstRank, tag)
-        # gloo's work holds the staging copies until they are sent
-        work = self._gloo.send([_host(t) for t in tensors], dstRank, tag)
-        return DeferredWork("send", work, lambda: tensors)
-
-    def recv(self, tensors: list[Tensor], srcRank: int, tag: int):  # noqa: N803
-        if not _staged(tensors):
-            return self._gloo.recv(tensors, srcRank, tag)
-        hosts = [_host_buffer(t) for t in tensors]
-
-        def finish() -> list[Tensor]:
-            _copy_back(tensors, hosts)
-            return tensors
-
-        return DeferredWork("recv", self._gloo.recv(hosts, srcRank, tag), finish)
+    gather = _method(ops.gather)
+    scatter = _method(ops.scatter)
+    alltoall_base = all_to_all_single = _method(ops.alltoall_base)
+    alltoall = _method(ops.alltoall)
+    barrier = _method(ops.barrier)
+    send = _method(ops.send)
+    recv = _method(ops.recv)
 
 
 def create_staged_process_group(
