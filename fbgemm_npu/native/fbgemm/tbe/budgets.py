@@ -1,19 +1,22 @@
-"""Budgets of the tbe family, one entry per op it registers (see fbgemm_npu.native.family.Budget);
-``tests/fbgemm/tbe/test_tbe_budgets*.py`` measure each path.
+"""Budgets of the tbe family, one entry per op it registers (see fbgemm_npu.native.family.Budget),
+each path measured by ``tests/fbgemm/tbe/test_tbe_budgets.py`` (the pt2 lookups),
+``tests/fbgemm/tbe/test_tbe_budgets_module.py`` (a module's training step, the dense TBE) and
+``tests/fbgemm/tbe/test_tbe_budgets_metadata.py``.
 
-The pt2 lookups are counted per distinct D -- more exactly per table class, the tables of one D
-whose rows start at the same residue modulo D (``_utils``), one class per D in every layout
-upstream's modules build -- and never per table.  Their main path is the training forward of a
-fixed-batch pooled lookup (SUM or MEAN, weighted SUM); ``paths`` name the other forwards
-(``weighted_mean``, ``sequence``: pooling NONE, ``vbe``) and the backward with the fused optimizer
-step (``backward``: SUM, weighted or not; ``mean_backward``: MEAN, weighted or not;
+The lookups are counted per distinct D -- more exactly per table class, the tables of one D whose
+rows start at the same residue modulo D (``_utils``), one class per D in every layout upstream's
+modules build -- and never per table.  Their main path is the training forward of a fixed-batch
+pooled lookup (SUM or MEAN, weighted SUM); ``paths`` name the other forwards (``weighted_mean``,
+``sequence``: pooling NONE, ``vbe``) and the backward with the fused optimizer step
+(``backward``: SUM, weighted or not; ``mean_backward``: MEAN, weighted or not;
 ``sequence_backward``; ``vbe_backward``: any pooling).  A per-D count is the ceiling of the
 per-class counts measured with one and with two classes: one class that is the whole output
 saves the backward its column select, and a second VBE class costs one launch more than the
 first.  The catalogue's targets (docs/ops.md): forward 10 per D; a training step, forward plus
-backward, 40 per D.  The lookups have no data checks, and no call syncs once the layout is
-known (``fbgemm_npu.split_table.register_tbe_layout``; otherwise the first call with a new
-layout reads it back once).
+backward, 40 per D -- the notes say where a step measured over it (from the counts of each
+argument path, not from sums of these ceilings).  The lookups have no data checks, and no call
+syncs once the layout is known (``fbgemm_npu.split_table.register_tbe_layout``; otherwise the
+first call with a new layout reads it back once).
 """
 
 from __future__ import annotations
@@ -23,25 +26,20 @@ from fbgemm_npu.native.family import Budget
 # The forwards every lookup shares (the dense TBE's too).
 _FORWARD = {"weighted_mean": 11, "sequence": 6}
 _VBE_FORWARD = {"vbe": 20}
-_WEIGHTED_MEAN_NOTE = (
-    "the weighted MEAN forward is over the catalogue's 10 per D (bag lengths, clamp and divide "
-    "for the weights); a fused kernel closes it"
-)
-_VBE_NOTE = (
-    "so is the VBE forward (the per-bag output offsets come from the call's data, then the "
-    "feature search and the element scatter)"
-)
-# Each optimizer step is elementwise math on the [L, D] rows, one ATen op per term.
-_STEP_NOTE = "a fused optimizer kernel would do the step in a few launches"
+_WEIGHTED_MEAN_NOTE = "weighted MEAN forward over 10 per D (bag lengths, clamp, divide)"
+_VBE_NOTE = "VBE forward too (per-bag output offsets from the call's data, feature search, scatter)"
+# The optimizer step is elementwise math on the [L, D] rows, one ATen op per term.
+_STEP_NOTE = "elementwise optimizer math, one op per term"
 
 
 def _note(step_over: str = "", vbe: bool = False) -> str:
-    """A lookup's note: the forward paths over 10 per D, and where a training step (forward +
+    """A lookup's note: its forward paths over 10 per D, and where a training step (forward +
     backward) is over 40 per D."""
     parts = [_WEIGHTED_MEAN_NOTE] + ([_VBE_NOTE] if vbe else [])
     if step_over:
-        parts.append(f"a training step is over 40 per D {step_over}: {_STEP_NOTE}")
-    return "; ".join(parts)
+        parts.append(f"a training step over 40 per D {step_over}: {_STEP_NOTE}")
+    remedy = "fused kernels close them" if len(parts) > 1 else "a fused kernel closes it"
+    return "; ".join([*parts, remedy])
 
 
 _LOOKUP = "fbgemm::split_embedding_codegen_lookup_{}_function_pt2"
@@ -58,7 +56,7 @@ BUDGETS: dict[str, Budget] = {
             "sequence_backward": 13,
             "vbe_backward": 23,
         },
-        note=_note("with VBE and MEAN pooling", vbe=True),
+        note=_note("with VBE and MEAN pooling together", vbe=True),
     ),
     _LOOKUP.format("adagrad"): Budget(
         launches=8,
@@ -82,7 +80,7 @@ BUDGETS: dict[str, Budget] = {
             "global_weight_decay_backward": 38,
         },
         note=_note(
-            "with weighted MEAN, with VBE and with global weight decay (whose forward is over 10)",
+            "with weighted MEAN, VBE or global weight decay, whose forward is over 10 too",
             vbe=True,
         ),
     ),
@@ -97,7 +95,7 @@ BUDGETS: dict[str, Budget] = {
             "sequence_backward": 28,
             "vbe_backward": 38,
         },
-        note=_note("with MEAN pooling and with VBE", vbe=True),
+        note=_note("with MEAN pooling or VBE", vbe=True),
     ),
     _LOOKUP.format("partial_rowwise_adam"): Budget(
         launches=8,
@@ -109,13 +107,13 @@ BUDGETS: dict[str, Budget] = {
         launches=8,
         per="distinct D",
         paths={**_FORWARD, "backward": 35, "mean_backward": 41, "sequence_backward": 33},
-        note=_note("on every pooled path (the trust ratio's two norms)"),
+        note=_note("on every pooled path"),
     ),
     _LOOKUP.format("partial_rowwise_lamb"): Budget(
         launches=8,
         per="distinct D",
         paths={**_FORWARD, "backward": 36, "mean_backward": 42, "sequence_backward": 34},
-        note=_note("on every pooled path (the trust ratio's two norms)"),
+        note=_note("on every pooled path"),
     ),
     _LOOKUP.format("lars_sgd"): Budget(
         launches=8,
@@ -129,16 +127,18 @@ BUDGETS: dict[str, Budget] = {
         launches=8,
         per="distinct D",
         paths={"backward": 63},
-        note="a training step is over 40 per D in every counter mode: " + _STEP_NOTE,
+        note=f"a training step over 40 per D in every counter mode: {_STEP_NOTE}; a fused kernel "
+        "closes it",
     ),
     # No EmbOptimType builds it in fbgemm_gpu 1.8.0: measured on the raw op, host layout.
     _LOOKUP.format("rowwise_rmsprop_ar"): Budget(
         launches=8,
         per="distinct D",
         paths={"backward": 43},
-        note="a training step is over 40 per D: " + _STEP_NOTE,
+        note=f"a training step over 40 per D: {_STEP_NOTE}; a fused kernel closes it",
     ),
-    # No optimizer step: the backward returns the weights' gradient as a sparse COO tensor.
+    # No optimizer step: the backward returns the weights' gradient as a sparse COO tensor.  One
+    # class only: upstream refuses mixed dims with OptimType.NONE.
     _LOOKUP.format("none"): Budget(launches=8, per="distinct D", paths={"backward": 13}),
     # The dense TBE trains with a torch optimizer: its backward only scatters the gradient rows.
     "fbgemm::dense_embedding_codegen_lookup_function": Budget(
@@ -148,10 +148,10 @@ BUDGETS: dict[str, Budget] = {
         note=_note(),
     ),
     # Main path WARNING (upstream modules' default): repair and check the offsets (8), each
-    # index's table size (4), the index check (5), the repairs (2), the count (3).  FATAL skips
-    # the repairs and raises through one device-side assert, which is a data check (it does not
-    # run with FBGEMM_NPU_VALIDATE=0); NONE and the V2 mode values do nothing here (upstream's
-    # Python handles V2).
+    # index's table size (4), the index check (5), the repairs (2), the count (3).  FATAL finds
+    # the same flags, repairs nothing and raises through one device-side assert, which is a data
+    # check (FBGEMM_NPU_VALIDATE=0 skips it); NONE and the V2 mode values do nothing here
+    # (upstream's Python handles V2).
     "fbgemm::bounds_check_indices": Budget(
         launches=22, checks=1, paths={"ignore": 20, "fatal": 18, "none": 0}
     ),
