@@ -28,7 +28,8 @@ How to read a budget (the counters of `fbgemm_npu/testing/counters.py`, on the n
 
 - **launches**: device kernels one call dispatches (non-view ATen ops on the device) with the data
   checks off (`FBGEMM_NPU_VALIDATE=0`), on the op's main argument path; **paths** lists the
-  argument paths that cost differently. A budget never grows with batch size, features or tables;
+  argument paths that cost differently (with their own data-check cost in brackets where it
+  differs from the op's). A budget never grows with batch size, features or tables;
   where it scales, **per** names the unit (a jagged dim, a distinct embedding dim, an input).
 - **checks**: the launches the data checks add when they are on (the default).
 - **syncs**: device-to-host synchronisations with every optional size argument given; "n if
@@ -63,7 +64,12 @@ _TO_COME = """\
 
 
 def _paths(budget: Budget) -> str:
-    return ", ".join(f"{name}: {n}" for name, n in budget.paths.items())
+    """``name: launches`` per path, ``(+checks)`` where its checks differ from the op's."""
+    cells = []
+    for name, n in budget.paths.items():
+        extra = budget.path_checks.get(name)
+        cells.append(f"{name}: {n}" + ("" if extra is None else f" (checks {extra})"))
+    return "; ".join(cells)
 
 
 def budget_cells(budget: Budget | None) -> list[str]:
