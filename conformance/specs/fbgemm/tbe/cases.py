@@ -79,10 +79,13 @@ class TbeCase:
         parts += [f"w={self.weights_precision.name}", f"out={self.output_dtype.name}"]
         parts += [str(self.index_dtype).removeprefix("torch.")]
         flags = {
-            "weighted": self.weighted, "vbe": self.vbe, "bad_idx": self.bad_indices,
-            "set_lr": self.set_lr is not None, "state_dict": self.state_dict_roundtrip,
+            "weighted": self.weighted,
+            "vbe": self.vbe,
+            "bad_idx": self.bad_indices,
+            "set_lr": self.set_lr is not None,
+            "state_dict": self.state_dict_roundtrip,
             "gwd": self.gwd_start_iter is not None,
-        }  # fmt: skip
+        }
         parts += [k for k, v in flags.items() if v]
         if self.bounds_check != BoundsCheckMode.WARNING:
             parts.append(f"bounds={self.bounds_check.name}")

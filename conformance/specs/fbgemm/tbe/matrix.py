@@ -46,27 +46,44 @@ _WD = 0.1
 _COUNTER = (
     ("weight_decay", _WD),
     ("weight_decay_mode", W.COUNTER),
-    ("counter_based_regularization", CounterBasedRegularizationDefinition(
-        counter_weight_decay_mode=CounterWeightDecayMode.DECOUPLE, counter_halflife=2,
-        learning_rate_mode=LearningRateMode.TAIL_ID_LR_INCREASE, adjustment_ub=0.5,
-        max_counter_update_freq=1)),
-)  # fmt: skip
+    (
+        "counter_based_regularization",
+        CounterBasedRegularizationDefinition(
+            counter_weight_decay_mode=CounterWeightDecayMode.DECOUPLE,
+            counter_halflife=2,
+            learning_rate_mode=LearningRateMode.TAIL_ID_LR_INCREASE,
+            adjustment_ub=0.5,
+            max_counter_update_freq=1,
+        ),
+    ),
+)
 _ADAGRADW = (
     ("weight_decay", _WD),
     ("weight_decay_mode", W.COUNTER),
-    ("counter_based_regularization", CounterBasedRegularizationDefinition(
-        counter_weight_decay_mode=CounterWeightDecayMode.ADAGRADW, counter_halflife=-1)),
-)  # fmt: skip
+    (
+        "counter_based_regularization",
+        CounterBasedRegularizationDefinition(
+            counter_weight_decay_mode=CounterWeightDecayMode.ADAGRADW, counter_halflife=-1
+        ),
+    ),
+)
 _COWCLIP = (
     ("weight_decay", _WD),
     ("weight_decay_mode", W.COWCLIP),
-    ("cowclip_regularization", CowClipDefinition(
-        counter_weight_decay_mode=CounterWeightDecayMode.L2, counter_halflife=2,
-        weight_norm_coefficient=0.5, lower_bound=0.01)),
-)  # fmt: skip
+    (
+        "cowclip_regularization",
+        CowClipDefinition(
+            counter_weight_decay_mode=CounterWeightDecayMode.L2,
+            counter_halflife=2,
+            weight_norm_coefficient=0.5,
+            lower_bound=0.01,
+        ),
+    ),
+)
 _ADAM_HP = (("weight_decay", 0.01), ("beta1", 0.8), ("beta2", 0.95), ("eps", 1e-3))
 _MIXED = {"rows": (20, 30, 50), "dims": (4, 8, 16), "feature_table_map": (0, 1, 2, 1)}
 
+# A table (fmt: skip): one case per line, or two where they are the same case in both styles.
 CI_CASES: list[TbeCase] = [
     # every optimizer, both construction styles where upstream's Python allows them
     C(O.EXACT_SGD, "cpu"), C(O.EXACT_SGD, "cuda"),
@@ -133,8 +150,17 @@ _VBE_OK = (O.EXACT_SGD, O.EXACT_ROWWISE_ADAGRAD, O.ADAM, O.NONE)
 def full_cases(seeds: int = 2) -> list[TbeCase]:
     """Optimizer x style x pooling x weighted x weights dtype x output dtype x index dtype x
     VBE x mixed dims x seed, minus the combinations upstream refuses."""
-    opts = [O.EXACT_SGD, O.EXACT_ADAGRAD, O.EXACT_ROWWISE_ADAGRAD, O.ADAM,
-            O.PARTIAL_ROWWISE_ADAM, O.LAMB, O.PARTIAL_ROWWISE_LAMB, O.LARS_SGD, O.NONE]  # fmt: skip
+    opts = [
+        O.EXACT_SGD,
+        O.EXACT_ADAGRAD,
+        O.EXACT_ROWWISE_ADAGRAD,
+        O.ADAM,
+        O.PARTIAL_ROWWISE_ADAM,
+        O.LAMB,
+        O.PARTIAL_ROWWISE_LAMB,
+        O.LARS_SGD,
+        O.NONE,
+    ]
     out = []
     axes = itertools.product(
         opts,
@@ -160,15 +186,29 @@ def full_cases(seeds: int = 2) -> list[TbeCase]:
         if vbe and o not in _VBE_OK:
             continue
         extra = dict(_MIXED) if mixed else {}
-        out.append(C(o, style, pooling=pool, weighted=weighted, weights_precision=wp,
-                     output_dtype=od, index_dtype=it, vbe=vbe, seed=seed, **extra))  # fmt: skip
+        out.append(
+            C(
+                o,
+                style,
+                pooling=pool,
+                weighted=weighted,
+                weights_precision=wp,
+                output_dtype=od,
+                index_dtype=it,
+                vbe=vbe,
+                seed=seed,
+                **extra,
+            )
+        )
     return out
 
 
 def _row(r: TbeResult) -> str:
     status = "PASS" if r.ok else f"FAIL: {r.message.splitlines()[0] if r.message else ''}"
-    return (f"| {r.case.label()} | {r.oracle} | {r.max_abs:.3g} | {r.max_rel:.3g} | "
-            f"{status.replace('|', '/')} |")  # fmt: skip
+    return (
+        f"| {r.case.label()} | {r.oracle} | {r.max_abs:.3g} | {r.max_rel:.3g} | "
+        f"{status.replace('|', '/')} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

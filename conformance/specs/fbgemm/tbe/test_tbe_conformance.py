@@ -68,7 +68,7 @@ def test_matrix_covers_the_issue() -> None:
             O.LARS_SGD,
             O.NONE,
             O.EMAINPLACE_ROWWISE_ADAGRAD,
-        },  # fmt: skip
+        },
         "style": {"cpu", "cuda"},
         "pooling": set(P),
         "weights": {S.FP32, S.FP16, S.BF16},
@@ -161,10 +161,13 @@ def embedding_bag_outputs(
         lo, hi = int(off[0]), int(off[-1])
         cols.append(
             torch.nn.functional.embedding_bag(
-                batch.indices[lo:hi], w0[t], off[:-1] - lo, mode=mode,
+                batch.indices[lo:hi],
+                w0[t],
+                off[:-1] - lo,
+                mode=mode,
                 per_sample_weights=None if psw is None else psw[lo:hi].to(torch.float64),
             )
-        )  # fmt: skip
+        )
     return ours.to("cpu", torch.float64), torch.cat(cols, dim=1)
 
 

@@ -248,8 +248,9 @@ def _pairs(case: TbeCase, ours: Trace, exp: Trace) -> Iterator[tuple[str, str, A
             yield "grads", f"step {s} weights gradient", ours.grads[s], exp.grads[s]
             continue
         if len(ours.states[s]) != len(exp.states[s]):
-            raise AssertionError(f"step {s}: {len(ours.states[s])} tables of states, expected "
-                                 f"{len(exp.states[s])}")  # fmt: skip
+            raise AssertionError(
+                f"step {s}: {len(ours.states[s])} tables of states, expected {len(exp.states[s])}"
+            )
         for t, (a_t, e_t) in enumerate(zip(ours.states[s], exp.states[s], strict=True)):
             if len(a_t) != len(e_t):
                 raise AssertionError(f"step {s} table {t}: {len(a_t)} states, expected {len(e_t)}")
