@@ -40,7 +40,9 @@ __all__ = [
     "training_tbe",
 ]
 
-NPU = torch.device("npu")
+# A name, not a torch.device: importable before the npu device is switched on (the conformance
+# registry imports its modules first).
+NPU = "npu"
 MIXED = [(40, 8), (25, 16), (30, 8)]  # (rows, dim) per table: two distinct dims
 ONE_D = [(40, 8), (25, 8), (30, 8)]
 # How users build a TBE for npu: torchrec's for a non-CUDA device, and a CUDA user's with only
