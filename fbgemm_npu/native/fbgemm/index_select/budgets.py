@@ -1,7 +1,110 @@
-"""Budgets of the family: one entry per op it registers (see fbgemm_npu.native.family.Budget)."""
+"""Budgets of the index-select family, one entry per op it registers (see
+fbgemm_npu.native.family.Budget); ``tests/fbgemm/index_select/test_index_select_budgets.py``
+measures each.
+
+The main path: every size argument given, contiguous inputs and the costliest data (weights,
+mixed row widths, half types); ``paths`` names the others, joined by ``" + "``.  Without a size
+argument (``no_<argument>``) the output size is read back, and the data checks ride on that sync:
+they cost less (``path_checks``).
+"""
 
 from __future__ import annotations
 
 from fbgemm_npu.native.family import Budget
 
-BUDGETS: dict[str, Budget] = {}
+BUDGETS: dict[str, Budget] = {
+    # the lengths gather, two cumsums, a gather and a difference for the start distances, four
+    # for the row index, the row gather
+    "fbgemm::jagged_index_select": Budget(
+        launches=10,
+        checks=9,
+        syncs=0,
+        syncs_unsized=1,
+        paths={"no_num_dense_output_rows": 10},
+        path_checks={"no_num_dense_output_rows": 4},
+    ),
+    # the output size given, a repeat_interleave builds the row index (no searchsorted + gather)
+    "fbgemm::jagged_index_select_2d_forward_v2": Budget(
+        launches=9,
+        checks=12,
+        syncs=0,
+        syncs_unsized=1,
+        paths={"no_num_dense_output_rows": 10},
+        path_checks={"no_num_dense_output_rows": 7},
+    ),
+    "fbgemm::jagged_index_add_2d_forward_v2": Budget(launches=10, checks=12),
+    # segment ids (arange + add), the lengths gather, the row index, the gathers: one per output
+    "fbgemm::keyed_jagged_index_select_dim1": Budget(
+        launches=12,
+        checks=12,
+        syncs=0,
+        syncs_unsized=1,
+        paths={
+            "no_weights": 11,
+            "no_selected_lengths_sum": 12,
+            "no_weights + no_selected_lengths_sum": 11,
+        },
+        path_checks={"no_selected_lengths_sum": 7, "no_weights + no_selected_lengths_sum": 7},
+    ),
+    # mixed row widths (either layout): a 10-launch element index and the gather; one width: a
+    # 4-launch row index (2 permuted); backward: zeros + index_add_, nothing to check
+    "fbgemm::batch_index_select_dim0": Budget(
+        launches=11,
+        checks=9,
+        paths={"one_width": 5, "one_width_permuted": 3, "backward": 2},
+        path_checks={"backward": 0},
+    ),
+    # Per distinct input dtype: the members of one dtype are concatenated and gathered at once
+    # (7 launches for one row width); one member alone is one index_select.  Each further dtype
+    # adds 3 check launches ("two_dtypes").  A member no view turns into rows (transposed) is
+    # copied: "transposed_members" is the most the conformance draws reach (four members, all
+    # copied), the ceiling of calls with copies or several dtypes.
+    "fbgemm::group_index_select_dim0": Budget(
+        launches=13,
+        checks=9,
+        per="distinct dtype",
+        paths={"one_width": 7, "one_member": 1, "two_dtypes": 13, "transposed_members": 17},
+        path_checks={"one_member": 7, "two_dtypes": 12},
+        target=12,
+        note=(
+            "members of mixed row widths are concatenated before one gather reads them all; a "
+            "fused kernel reading the members in place (as upstream's CUDA kernel) closes it"
+        ),
+    ),
+    "fbgemm::offsets_range": Budget(launches=6, checks=8),
+    "fbgemm::lengths_range": Budget(
+        launches=6,
+        checks=7,
+        syncs=0,
+        syncs_unsized=1,
+        paths={"no_shape": 6},
+        path_checks={"no_shape": 2},
+    ),
+    "fbgemm::lengths_range_out": Budget(
+        launches=6,
+        checks=7,
+        syncs=0,
+        syncs_unsized=1,
+        paths={"no_shape": 6},
+        path_checks={"no_shape": 2},
+    ),
+    # half types sum in a float32 accumulator (two casts); "no_cast": float32 and integer
+    # values; "no_segments": batch_size <= 0 or fewer than two boundaries, zeros only
+    "fbgemm::segment_sum_csr": Budget(
+        launches=7,
+        checks=8,
+        paths={"no_cast": 5, "no_segments": 1},
+        path_checks={"no_segments": 0},
+        target=6,
+        note="float16 / bfloat16 sum in a float32 accumulator: two casts; a fused kernel closes it",
+    ),
+    # linearize 5, unique 1, the scatter 1, lengths 11, offsets 2; unique reads its output size
+    # back (no sync without indices).  Strided offsets are copied once for searchsorted.
+    "fbgemm::jagged_unique_indices": Budget(
+        launches=20,
+        checks=12,
+        syncs=1,
+        paths={"strided_offsets": 21},
+        note="strided offsets: 21, one over the catalogue's 20 (the copy searchsorted needs)",
+    ),
+}

@@ -15,8 +15,8 @@ in a device's order, upstream sequentially); float16 / bfloat16 against a float6
 within ``1e-2 * scale`` (upstream sums in the half type itself and drifts far: 3000 x 0.1 gives
 256 / 32; ours accumulates in float32 and rounds once); strided ``values`` or ``csr_seg``
 against the reference too (upstream's CPU kernel reads them through their raw data pointers,
-ignoring the strides: wrong sums).  Budgets: the kernels' launch counts plus
-the data checks' fixed cost when validating.
+ignoring the strides: wrong sums).  Budgets: the op's ``BUDGETS`` entry; ``shape`` given or not
+selects the syncs of the lengths ranges, the values' dtype the path of the segment sums.
 """
 
 from __future__ import annotations
@@ -26,18 +26,13 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from conformance.harness import Budget, Compare, OpSpec, TensorView, Tol
-from conformance.specs.index_select import EXACT, INDEX_DTYPES
+from conformance.harness import BudgetUse, Compare, OpSpec, TensorView, Tol
+from conformance.specs.fbgemm.index_select.common import EXACT, INDEX_DTYPES, by_name, seed, stored
 from conformance.strategies import values as fill_values
-from fbgemm_npu.native._checks import validation_enabled
 
 F = torch.ops.fbgemm
 HALF = (torch.float16, torch.bfloat16)
 SUM_DTYPES = (torch.float32, *HALF, torch.int32, torch.int64)
-
-
-def _seed(draw: st.DrawFn) -> int:
-    return draw(st.integers(0, 2**31 - 1))
 
 
 def _maybe_strided(draw: st.DrawFn, t: torch.Tensor) -> Any:
@@ -49,7 +44,7 @@ def _maybe_strided(draw: st.DrawFn, t: torch.Tensor) -> Any:
 def _lengths(draw: st.DrawFn, dtype: torch.dtype) -> torch.Tensor:
     n = draw(st.sampled_from((0, 1, 3, 8, 40)))
     high = draw(st.sampled_from((1, 3, 7)))
-    lengths = torch.randint(0, high, (n,), generator=torch.Generator().manual_seed(_seed(draw)))
+    lengths = torch.randint(0, high, (n,), generator=torch.Generator().manual_seed(seed(draw)))
     return lengths.to(dtype)
 
 
@@ -57,8 +52,10 @@ def _lengths(draw: st.DrawFn, dtype: torch.dtype) -> torch.Tensor:
 def offsets_range_inputs(draw: st.DrawFn) -> dict:
     lengths = _lengths(draw, torch.int64)
     if lengths.numel() == 0:
-        return {"offsets": torch.zeros(0, dtype=draw(st.sampled_from(INDEX_DTYPES))),
-                "range_size": 0}  # fmt: skip
+        return {
+            "offsets": torch.zeros(0, dtype=draw(st.sampled_from(INDEX_DTYPES))),
+            "range_size": 0,
+        }
     offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)[:-1]])
     range_size = int(lengths.sum()) + draw(st.sampled_from((0, 0, 3)))
     offsets = offsets.to(draw(st.sampled_from(INDEX_DTYPES)))
@@ -82,13 +79,12 @@ def lengths_range_inputs(draw: st.DrawFn, out: bool = False) -> dict:
     return args
 
 
-def _ranges_budget(kernel: int, checks_given: int, checks_read: int) -> Any:
-    def budget(**kw: Any) -> Budget:
-        given = "t_in" not in kw or kw.get("shape") is not None
-        checks = (checks_given if given else checks_read) if validation_enabled() else 0
-        return Budget(kernel + checks, 0 if given else 1)
+def _lengths_range_budget(op: str) -> Any:
+    def use(**kw: Any) -> BudgetUse:
+        sized = kw.get("shape") is not None
+        return BudgetUse(op=op, path=None if sized else "no_shape", sized=sized)
 
-    return budget
+    return use
 
 
 # ---- segment_sum_csr ------------------------------------------------------------------------
@@ -102,12 +98,18 @@ def segment_inputs(draw: st.DrawFn) -> dict:
     batch_size = draw(st.sampled_from((1, 2, 3, 4, 4, 0, -1)))
     dtype = draw(st.sampled_from(SUM_DTYPES))
     n = int(csr[-1]) * max(batch_size, 1) + draw(st.sampled_from((0, 0, 5)))
-    fill = draw(st.sampled_from(("uniform", "positive", "tenths") if dtype.is_floating_point
-                                else ("signed", "extreme")))  # fmt: skip
-    vals = fill_values((n,), dtype, fill, _seed(draw))
+    fill = draw(
+        st.sampled_from(
+            ("uniform", "positive", "tenths") if dtype.is_floating_point else ("signed", "extreme")
+        )
+    )
+    vals = fill_values((n,), dtype, fill, seed(draw))
     csr = csr.to(draw(st.sampled_from(INDEX_DTYPES)))
-    return {"batch_size": batch_size, "csr_seg": _maybe_strided(draw, csr),
-            "values": _maybe_strided(draw, vals)}  # fmt: skip
+    return {
+        "batch_size": batch_size,
+        "csr_seg": _maybe_strided(draw, csr),
+        "values": _maybe_strided(draw, vals),
+    }
 
 
 def segment_reference(batch_size: int, csr_seg: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -142,57 +144,82 @@ SEGMENT_COMPARE = Compare(
 )
 
 
-def _segment_budget(batch_size: int, csr_seg: Any, values: Any) -> Budget:
-    v = values.base if isinstance(values, TensorView) else values
-    if (
-        batch_size <= 0
-        or (csr_seg.base if isinstance(csr_seg, TensorView) else csr_seg).numel() < 2
-    ):
-        return Budget(1, 0)
-    kernel = 7 if v.dtype in HALF else 5
-    return Budget(kernel + (8 if validation_enabled() else 0), 0)
+def _segment_budget(batch_size: int, csr_seg: Any, values: Any) -> BudgetUse:
+    if batch_size <= 0 or stored(csr_seg).numel() < 2:
+        return BudgetUse(path="no_segments")
+    return BudgetUse(path=None if stored(values).dtype in HALF else "no_cast")
 
 
 def _segment_examples() -> tuple[dict, ...]:
     seg = torch.tensor([0, 1, 3, 6])
     return (
         {"batch_size": 2, "csr_seg": seg, "values": torch.arange(1.0, 13.0)},
-        {"batch_size": 1, "csr_seg": torch.tensor([0, 3000]),
-         "values": torch.full((3000,), 0.1, dtype=torch.float16)},  # upstream: 256, not 300
-        {"batch_size": 1, "csr_seg": torch.tensor([0, 3000]),
-         "values": torch.full((3000,), 0.1, dtype=torch.bfloat16)},  # upstream: 32
-        {"batch_size": 2, "csr_seg": seg.int(),
-         "values": torch.full((12,), 2**30, dtype=torch.int32)},  # wraps
+        {
+            "batch_size": 1,
+            "csr_seg": torch.tensor([0, 3000]),
+            "values": torch.full((3000,), 0.1, dtype=torch.float16),
+        },  # upstream: 256, not 300
+        {
+            "batch_size": 1,
+            "csr_seg": torch.tensor([0, 3000]),
+            "values": torch.full((3000,), 0.1, dtype=torch.bfloat16),
+        },  # upstream: 32
+        {
+            "batch_size": 2,
+            "csr_seg": seg.int(),
+            "values": torch.full((12,), 2**30, dtype=torch.int32),
+        },  # wraps
         {"batch_size": 2, "csr_seg": torch.tensor([0]), "values": torch.ones(3)},
         {"batch_size": 2, "csr_seg": torch.tensor([1, 2, 4]), "values": torch.arange(1.0, 13.0)},
         {"batch_size": 2, "csr_seg": torch.zeros(0, dtype=torch.int64), "values": torch.ones(3)},
         {"batch_size": 2, "csr_seg": seg, "values": torch.ones(12, dtype=torch.float64)},
-    )  # fmt: skip
-
-
-def _kw(fn: Any) -> Any:
-    return lambda **kw: fn(**kw)
+    )
 
 
 SPECS = [
-    OpSpec("offsets_range", _kw(F.offsets_range), offsets_range_inputs(), EXACT,
-           _ranges_budget(6, 8, 8),
-           examples=({"offsets": torch.tensor([0, 2, 2, 5]), "range_size": 7},
-                     {"offsets": torch.tensor([0], dtype=torch.int32), "range_size": 4},
-                     {"offsets": torch.tensor([0.0, 1.0]), "range_size": 2})),
-    OpSpec("lengths_range", _kw(F.lengths_range), lengths_range_inputs(), EXACT,
-           _ranges_budget(6, 7, 2),
-           examples=({"t_in": torch.tensor([2, 0, 3, 1])},
-                     {"t_in": torch.tensor([2, 0, 3, 1], dtype=torch.int32), "shape": [2, 3]},
-                     {"t_in": torch.zeros(0, dtype=torch.int64)},
-                     {"t_in": torch.tensor([2, -1, 3])},
-                     {"t_in": torch.tensor([2, 0, 3]), "shape": [3]},
-                     {"t_in": torch.tensor([[1, 2]])})),
-    OpSpec("lengths_range_out", _kw(F.lengths_range_out), lengths_range_inputs(out=True), EXACT,
-           _ranges_budget(6, 7, 2)),
-    OpSpec("segment_sum_csr", _kw(F.segment_sum_csr), segment_inputs(), SEGMENT_COMPARE,
-           _segment_budget, reference=segment_reference,
-           use_reference=_segment_use_reference, examples=_segment_examples(),
-           notes="half types and strided inputs against a loop reference (upstream accumulates "
-                 "in the half type; reads strided inputs through their raw pointers)"),
-]  # fmt: skip
+    OpSpec(
+        "offsets_range",
+        by_name(F.offsets_range),
+        offsets_range_inputs(),
+        EXACT,
+        examples=(
+            {"offsets": torch.tensor([0, 2, 2, 5]), "range_size": 7},
+            {"offsets": torch.tensor([0], dtype=torch.int32), "range_size": 4},
+            {"offsets": torch.tensor([0.0, 1.0]), "range_size": 2},
+        ),
+    ),
+    OpSpec(
+        "lengths_range",
+        by_name(F.lengths_range),
+        lengths_range_inputs(),
+        EXACT,
+        _lengths_range_budget("fbgemm::lengths_range"),
+        examples=(
+            {"t_in": torch.tensor([2, 0, 3, 1])},
+            {"t_in": torch.tensor([2, 0, 3, 1], dtype=torch.int32), "shape": [2, 3]},
+            {"t_in": torch.zeros(0, dtype=torch.int64)},
+            {"t_in": torch.tensor([2, -1, 3])},
+            {"t_in": torch.tensor([2, 0, 3]), "shape": [3]},
+            {"t_in": torch.tensor([[1, 2]])},
+        ),
+    ),
+    OpSpec(
+        "lengths_range_out",
+        by_name(F.lengths_range_out),
+        lengths_range_inputs(out=True),
+        EXACT,
+        _lengths_range_budget("fbgemm::lengths_range_out"),
+    ),
+    OpSpec(
+        "segment_sum_csr",
+        by_name(F.segment_sum_csr),
+        segment_inputs(),
+        SEGMENT_COMPARE,
+        _segment_budget,
+        reference=segment_reference,
+        use_reference=_segment_use_reference,
+        examples=_segment_examples(),
+        notes="half types and strided inputs against a loop reference (upstream accumulates "
+        "in the half type; reads strided inputs through their raw pointers)",
+    ),
+]

@@ -1,0 +1,250 @@
+"""The index-select family held to its BUDGETS table (``native/fbgemm/index_select/budgets.py``).
+
+Each call is measured at two sizes that differ in batch, features and rows: with the data checks
+off and on, the count must be the table's exactly, whatever the size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+
+from fbgemm_npu.testing.budgets import assert_op_budget
+from fbgemm_npu.testing.index_select_inputs import generator, to_npu
+
+F = torch.ops.fbgemm
+SIZES = ((3, 4, 2), (26, 64, 8))  # (features / tables, batch, columns)
+
+
+@dataclass(frozen=True)
+class Case:
+    """Which budget a call is held to (see :meth:`Budget.launch_limit`)."""
+
+    op: str
+    path: str | None = None
+    sized: bool = True
+    units: int = 1
+
+
+def _op(name: str) -> str:
+    return f"fbgemm::{name}"
+
+
+JIS, V2 = _op("jagged_index_select"), _op("jagged_index_select_2d_forward_v2")
+KEYED, BIS, GIS = (
+    _op("keyed_jagged_index_select_dim1"),
+    _op("batch_index_select_dim0"),
+    _op("group_index_select_dim0"),
+)
+NO_ROWS, NO_SUM = "no_num_dense_output_rows", "no_selected_lengths_sum"
+CASES: dict[str, Case] = {
+    "jagged_index_select": Case(JIS, NO_ROWS, sized=False),
+    "jagged_index_select[size]": Case(JIS),
+    "jagged_index_select_2d_forward_v2": Case(V2, NO_ROWS, sized=False),
+    "jagged_index_select_2d_forward_v2[size]": Case(V2),
+    "jagged_index_add_2d_forward_v2": Case(_op("jagged_index_add_2d_forward_v2")),
+    "keyed_jagged_index_select_dim1": Case(KEYED, f"no_weights + {NO_SUM}", sized=False),
+    "keyed_jagged_index_select_dim1[weights]": Case(KEYED, NO_SUM, sized=False),
+    "keyed_jagged_index_select_dim1[size]": Case(KEYED, "no_weights"),
+    "keyed_jagged_index_select_dim1[weights, size]": Case(KEYED),
+    "batch_index_select_dim0": Case(BIS),
+    "batch_index_select_dim0[permuted]": Case(BIS),
+    "batch_index_select_dim0[one width]": Case(BIS, "one_width"),
+    "batch_index_select_dim0[one width, permuted]": Case(BIS, "one_width_permuted"),
+    "group_index_select_dim0[one width]": Case(GIS, "one_width"),
+    "group_index_select_dim0[mixed widths]": Case(GIS),
+    "group_index_select_dim0[one member]": Case(GIS, "one_member"),
+    "group_index_select_dim0[transposed members]": Case(GIS, "transposed_members"),
+    "group_index_select_dim0[two dtypes]": Case(GIS, "two_dtypes", units=2),
+    "offsets_range": Case(_op("offsets_range")),
+    "lengths_range": Case(_op("lengths_range"), "no_shape", sized=False),
+    "lengths_range[shape]": Case(_op("lengths_range")),
+    "lengths_range_out": Case(_op("lengths_range_out"), "no_shape", sized=False),
+    "lengths_range_out[shape]": Case(_op("lengths_range_out")),
+    "segment_sum_csr": Case(_op("segment_sum_csr"), "no_cast"),
+    "segment_sum_csr[float16]": Case(_op("segment_sum_csr")),
+    "segment_sum_csr[no segments]": Case(_op("segment_sum_csr"), "no_segments"),
+    "jagged_unique_indices": Case(_op("jagged_unique_indices")),
+    "jagged_unique_indices[strided offsets]": Case(_op("jagged_unique_indices"), "strided_offsets"),
+}
+
+
+def _jagged_calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
+    g = generator(0)
+    lengths = torch.randint(0, 6, (t * b,), generator=g)
+    values = torch.randn(int(lengths.sum()), d, generator=g)
+    indices = torch.randint(0, t * b, (t * b // 2 + 1,), generator=g)
+    total = int(lengths[indices].sum())
+    v, ln, ix, io, oo = to_npu(
+        values, lengths, indices, lengths.cumsum(0), lengths[indices].cumsum(0)
+    )
+    grad = torch.randn(total, d, generator=generator(1)).to("npu")
+    kl = torch.randint(0, 4, (t * b,), generator=g)
+    koffsets = torch.cat([torch.zeros(1, dtype=torch.int64), kl.cumsum(0)])
+    kvals = torch.randn(int(kl.sum()), generator=g)
+    ksel = torch.randint(0, b, (b // 2 + 1,), generator=g)
+    ktotal = int(sum(kl[n * b + j] for n in range(t) for j in ksel))
+    kv, klen, koff, ks = to_npu(kvals, kl, koffsets, ksel)
+    keyed = "keyed_jagged_index_select_dim1"
+    return {
+        "jagged_index_select": lambda: F.jagged_index_select(v, ln, ix),
+        "jagged_index_select[size]": lambda: F.jagged_index_select(v, ln, ix, total),
+        "jagged_index_select_2d_forward_v2": (
+            lambda: F.jagged_index_select_2d_forward_v2(v, ix, io, oo)
+        ),
+        "jagged_index_select_2d_forward_v2[size]": (
+            lambda: F.jagged_index_select_2d_forward_v2(v, ix, io, oo, total)
+        ),
+        "jagged_index_add_2d_forward_v2": (
+            lambda: F.jagged_index_add_2d_forward_v2(grad, ix, oo, io, v.size(0), total)
+        ),
+        keyed: lambda: F.keyed_jagged_index_select_dim1(kv, klen, koff, ks, b),
+        f"{keyed}[weights]": lambda: F.keyed_jagged_index_select_dim1(kv, klen, koff, ks, b, kv),
+        f"{keyed}[size]": (
+            lambda: F.keyed_jagged_index_select_dim1(kv, klen, koff, ks, b, None, ktotal)
+        ),
+        f"{keyed}[weights, size]": (
+            lambda: F.keyed_jagged_index_select_dim1(kv, klen, koff, ks, b, kv, ktotal)
+        ),
+    }
+
+
+def _table_calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
+    g = generator(1)
+    rows, cols = [5 + i % 3 for i in range(t)], [1 + i % 4 for i in range(t)]
+    counts = [b] * t
+    flat = torch.randn(sum(r * c for r, c in zip(rows, cols, strict=True)), generator=g)
+    bidx = torch.cat([torch.randint(0, r, (b,), generator=g) for r in rows])
+    same = torch.randn(sum(rows) * d, generator=g)
+    members = [torch.randn(r, d, generator=g) for r in rows]
+    mixed = [torch.randn(r, c, generator=g) for r, c in zip(rows, cols, strict=True)]
+    gidx = [torch.randint(0, r, (b,), generator=g) for r in rows]
+    # four members stored transposed (not viewable as rows), each of its own width
+    transposed = [torch.randn(2 + i, 5 + i, generator=g).to("npu").t() for i in range(4)]
+    tidx = [torch.randint(0, 5 + i, (b,), generator=g) for i in range(4)]
+    # the members again in float64: two dtypes, each of mixed widths
+    two_dtypes, gidx2 = mixed + [x.double() for x in mixed], gidx + gidx
+    flat, bidx, same, members, mixed, gidx, tidx, two_dtypes, gidx2 = to_npu(
+        flat, bidx, same, members, mixed, gidx, tidx, two_dtypes, gidx2
+    )
+    return {
+        "batch_index_select_dim0": (
+            lambda: F.batch_index_select_dim0(flat, bidx, counts, rows, cols)
+        ),
+        "batch_index_select_dim0[permuted]": (
+            lambda: F.batch_index_select_dim0(flat, bidx, counts, rows, cols, True)
+        ),
+        "batch_index_select_dim0[one width]": (
+            lambda: F.batch_index_select_dim0(same, bidx, counts, rows, [d] * t)
+        ),
+        "batch_index_select_dim0[one width, permuted]": (
+            lambda: F.batch_index_select_dim0(same, bidx, counts, rows, [d] * t, True)
+        ),
+        "group_index_select_dim0[one width]": lambda: F.group_index_select_dim0(members, gidx),
+        "group_index_select_dim0[mixed widths]": lambda: F.group_index_select_dim0(mixed, gidx),
+        "group_index_select_dim0[one member]": (
+            lambda: F.group_index_select_dim0(members[:1], gidx[:1])
+        ),
+        "group_index_select_dim0[transposed members]": (
+            lambda: F.group_index_select_dim0(transposed, tidx)
+        ),
+        "group_index_select_dim0[two dtypes]": (
+            lambda: F.group_index_select_dim0(two_dtypes, gidx2)
+        ),
+    }
+
+
+def _range_calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
+    g = generator(2)
+    csr = torch.cat(
+        [torch.zeros(1, dtype=torch.int64), torch.randint(0, 4, (t * b,), generator=g).cumsum(0)]
+    )
+    seg_vals = torch.randn(int(csr[-1]) * 2, generator=g)
+    csr_n, seg_n, seg_h, one = to_npu(csr, seg_vals, seg_vals.half(), csr[:1])
+    lengths = torch.randint(0, 5, (t * b,), generator=g)
+    total = int(lengths.sum())
+    rl = lengths.to("npu")
+    ro = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)[:-1]]).to("npu")
+    out = torch.empty(total, dtype=torch.int64, device="npu")
+    return {
+        "offsets_range": lambda: F.offsets_range(ro, total),
+        "lengths_range": lambda: F.lengths_range(rl),
+        "lengths_range[shape]": lambda: F.lengths_range(rl, [total]),
+        "lengths_range_out": lambda: F.lengths_range_out(out, rl),
+        "lengths_range_out[shape]": lambda: F.lengths_range_out(out, rl, [total]),
+        "segment_sum_csr": lambda: F.segment_sum_csr(2, csr_n, seg_n),
+        "segment_sum_csr[float16]": lambda: F.segment_sum_csr(2, csr_n, seg_h),
+        "segment_sum_csr[no segments]": lambda: F.segment_sum_csr(2, one, seg_n),
+    }
+
+
+def _unique_calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
+    g = generator(3)
+    sizes = torch.randint(1, 50, (t,), generator=g)
+    lengths = torch.randint(0, 4, (t * b,), generator=g)
+    feat = torch.arange(t).repeat_interleave(b).repeat_interleave(lengths)
+    indices = (torch.rand(int(lengths.sum()), generator=g) * sizes[feat]).long()
+    hsc = torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+    args = to_npu(hsc, torch.arange(t + 1), offsets, indices)
+    strided = torch.stack([offsets, offsets], 1).reshape(-1).to("npu")[::2]
+    return {
+        "jagged_unique_indices": lambda: F.jagged_unique_indices(*args),
+        "jagged_unique_indices[strided offsets]": (
+            lambda: F.jagged_unique_indices(args[0], args[1], strided, args[3])
+        ),
+    }
+
+
+def _calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
+    """Case name -> the call on npu tensors of that size (inputs moved there beforehand)."""
+    return {
+        **_jagged_calls(t, b, d),
+        **_table_calls(t, b, d),
+        **_range_calls(t, b, d),
+        **_unique_calls(t, b, d),
+    }
+
+
+def _hold(case: Case, fn: Callable[[], Any]) -> Any:
+    """``fn`` held to exactly its case's budget (data checks as the environment says)."""
+    return assert_op_budget(
+        fn, case.op, path=case.path, units=case.units, sized=case.sized, exact=True
+    )
+
+
+def test_every_case_has_a_call() -> None:
+    assert set(_calls(*SIZES[0])) == set(CASES)
+
+
+def test_every_op_of_the_family_is_measured() -> None:
+    from fbgemm_npu._registry import REGISTRY
+
+    family = {q for q, f in REGISTRY.families.items() if f.endswith(".index_select")}
+    assert family == {case.op for case in CASES.values()}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_kernel_budget(no_validation: None, name: str) -> None:
+    for size in SIZES:
+        _hold(CASES[name], _calls(*size)[name])
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_checks_cost(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "1")
+    for size in SIZES:
+        _hold(CASES[name], _calls(*size)[name])
+
+
+def test_backward_budget() -> None:
+    flat = torch.randn(18, device="npu", requires_grad=True)
+    out = F.batch_index_select_dim0(
+        flat, torch.tensor([2, 0, 1, 3, 3], device="npu"), [2, 3], [3, 4], [2, 3]
+    )
+    g = torch.ones_like(out)
+    assert_op_budget(lambda: torch.autograd.grad(out, flat, g), BIS, path="backward", exact=True)

@@ -1,0 +1,140 @@
+"""The index-select family beside upstream: the quirks of upstream's CPU kernels we match, what we
+accept that it refuses, gradients beyond the conformance specs, the kernels called directly on CPU
+tensors, and the dispatch keys the family registers.  Expected values come from upstream's CPU
+kernels or from the conformance references, never from our kernels.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conformance.specs.fbgemm.index_select.keyed import keyed_reference
+from conformance.specs.fbgemm.index_select.unique import unique_reference
+from fbgemm_npu.native.fbgemm.index_select import batch as batch_index_select
+from fbgemm_npu.native.fbgemm.index_select import index_select, ranges, unique
+from fbgemm_npu.testing.index_select_inputs import (
+    HASH_SIZE_CUMSUM,
+    HASH_SIZE_OFFSETS,
+    INDICES,
+    INPUT_OFFSETS,
+    KEYED_LENGTHS,
+    KEYED_OFFSETS,
+    KEYED_VALUES,
+    LENGTHS,
+    OUTPUT_OFFSETS,
+    TABLES,
+    UNIQUE_INDICES,
+    UNIQUE_OFFSETS,
+    VALUES,
+    generator,
+    to_npu,
+)
+
+F = torch.ops.fbgemm
+NPU = "npu"
+
+
+def test_upstream_quirks_matched() -> None:
+    a, b = torch.arange(12.0).view(4, 3), torch.arange(20.0).view(5, 2, 2)
+    ia = torch.tensor([3, 0])
+    # fewer index tensors than inputs: one output per index tensor
+    ours = F.group_index_select_dim0([a.to(NPU), b.to(NPU)], [ia.to(NPU)])
+    theirs = F.group_index_select_dim0([a, b], [ia])
+    assert len(ours) == len(theirs) == 1 and torch.equal(ours[0].cpu(), theirs[0])
+    # batch_size <= 0: every segment is empty
+    for bs in (0, -2):
+        got = F.segment_sum_csr(bs, torch.tensor([0, 1, 3], device=NPU), torch.ones(6, device=NPU))
+        assert torch.equal(got.cpu(), F.segment_sum_csr(bs, torch.tensor([0, 1, 3]), torch.ones(6)))
+    # a truncated jagged_index_select_2d_forward_v2 output
+    args = (VALUES, INDICES, INPUT_OFFSETS, OUTPUT_OFFSETS)
+    got = F.jagged_index_select_2d_forward_v2(*to_npu(*args), 4)
+    assert torch.equal(got.cpu(), F.jagged_index_select_2d_forward_v2(*args, 4))
+
+
+def test_misaligned_inputs_accepted() -> None:
+    """Upstream's CPU batch_index_select_dim0 refuses inputs not 16-byte aligned; ours gathers."""
+    flat = torch.arange(19.0)
+    with pytest.raises(RuntimeError, match="16-byte align"):
+        F.batch_index_select_dim0(flat[1:], torch.tensor([2, 0]), [2], [6], [3])
+    ours = F.batch_index_select_dim0(
+        flat.to(NPU)[1:], torch.tensor([2, 0], device=NPU), [2], [6], [3]
+    )
+    assert ours.cpu().tolist() == [7.0, 8.0, 9.0, 1.0, 2.0, 3.0]
+
+
+# ---- gradients (beyond the conformance specs) --------------------------------------------------
+
+
+def test_jagged_index_select_gradient_sums_repeats() -> None:
+    values = torch.randn(6, 3, generator=generator(3))  # upstream's CPU kernel has no float64
+    idx = torch.tensor([2, 2, 0])
+    v_cpu, v_npu = values.clone().requires_grad_(), values.to(NPU).requires_grad_()
+    out_cpu = F.jagged_index_select(v_cpu, LENGTHS, idx)[0]
+    out_npu = F.jagged_index_select(v_npu, LENGTHS.to(NPU), idx.to(NPU))[0]
+    g = torch.randn(out_cpu.shape, generator=generator(4))
+    (grad_cpu,) = torch.autograd.grad(out_cpu, v_cpu, g)
+    (grad_npu,) = torch.autograd.grad(out_npu, v_npu, g.to(NPU))
+    torch.testing.assert_close(grad_npu.cpu(), grad_cpu, rtol=1e-6, atol=1e-6)
+    assert out_npu.grad_fn is not None and "GatherRows" in type(out_npu.grad_fn).__name__
+
+
+def test_keyed_weights_get_no_gradient() -> None:
+    """As upstream's CUDA op: gradients flow to ``values`` only."""
+    vals = KEYED_VALUES.to(NPU).requires_grad_()
+    w = torch.ones(11, device=NPU, requires_grad=True)
+    selected = torch.tensor([2, 0])
+    out = F.keyed_jagged_index_select_dim1(
+        vals, *to_npu(KEYED_LENGTHS, KEYED_OFFSETS, selected), 3, w
+    )
+    expected = keyed_reference(
+        KEYED_VALUES, KEYED_LENGTHS, KEYED_OFFSETS, selected, 3, torch.ones(11)
+    )
+    assert all(torch.equal(a.detach().cpu(), b) for a, b in zip(out, expected, strict=True))
+    out[0].sum().backward()
+    assert w.grad is None and vals.grad is not None
+
+
+# ---- direct calls on CPU tensors (device-generic programs), coverage ---------------------------
+
+
+def test_kernels_run_on_cpu_tensors() -> None:
+    assert torch.equal(
+        index_select.jagged_index_select_npu(VALUES, LENGTHS, INDICES)[0],
+        F.jagged_index_select(VALUES, LENGTHS, INDICES)[0],
+    )
+    idx = torch.tensor([2, 0, 1, 3, 3])
+    assert torch.equal(
+        batch_index_select.batch_index_select_dim0_npu(TABLES, idx, [2, 3], [3, 4], [2, 3]),
+        F.batch_index_select_dim0(TABLES, idx, [2, 3], [3, 4], [2, 3]),
+    )
+    assert torch.equal(ranges.lengths_range_npu(LENGTHS), F.lengths_range(LENGTHS))
+    args = (HASH_SIZE_CUMSUM, HASH_SIZE_OFFSETS, UNIQUE_OFFSETS, UNIQUE_INDICES)
+    got = unique.jagged_unique_indices_npu(*args)
+    for a, b in zip(got, unique_reference(*args), strict=True):
+        assert torch.equal(a, b)
+
+
+FAMILY_OPS = {
+    "fbgemm::jagged_index_select": ("PrivateUse1", "AutogradPrivateUse1"),
+    "fbgemm::jagged_index_select_2d_forward_v2": ("PrivateUse1",),
+    "fbgemm::jagged_index_add_2d_forward_v2": ("PrivateUse1",),
+    "fbgemm::keyed_jagged_index_select_dim1": ("PrivateUse1", "AutogradPrivateUse1"),
+    "fbgemm::batch_index_select_dim0": ("PrivateUse1", "AutogradPrivateUse1"),
+    "fbgemm::group_index_select_dim0": ("PrivateUse1", "AutogradPrivateUse1"),
+    "fbgemm::offsets_range": ("PrivateUse1",),
+    "fbgemm::lengths_range": ("PrivateUse1",),
+    "fbgemm::lengths_range_out": ("PrivateUse1",),
+    "fbgemm::segment_sum_csr": ("PrivateUse1",),
+    "fbgemm::jagged_unique_indices": ("PrivateUse1",),
+}
+
+
+def test_family_registered() -> None:
+    from fbgemm_npu._registry import REGISTRY
+
+    coverage = dict(REGISTRY.coverage())
+    for op, keys in FAMILY_OPS.items():
+        assert set(keys) <= set(coverage.get(op, ())), (op, coverage.get(op))
+        for key in keys:
+            assert torch._C._dispatch_has_kernel_for_dispatch_key(op, key), (op, key)

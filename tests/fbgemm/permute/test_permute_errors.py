@@ -1,0 +1,156 @@
+"""Bad input to the permute family: an error naming the op and the argument, including the data
+errors upstream's kernels miss (they read out of bounds or leave garbage), so the conformance
+suite cannot run them; ``FBGEMM_NPU_VALIDATE=0`` switching the data checks off and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from fbgemm_npu.testing.permute_inputs import SMALL, on_npu
+
+F = torch.ops.fbgemm
+NPU = "npu"
+I32 = torch.int32
+P2D = "fbgemm::permute_2D_sparse_data"
+
+
+def _p2d(**change: Any) -> Callable[[], Any]:
+    d = on_npu({**SMALL, **change})
+    pls = d.pop("permuted_lengths_sum", None)
+    return lambda: F.permute_2D_sparse_data(
+        d["permute"], d["lengths"], d["values"], d["weights"], pls
+    )
+
+
+DATA_ERRORS = {
+    "permute_too_big": ({"permute": torch.tensor([3, 0, 1], dtype=I32)}, "'permute'.*\\[0, 3\\)"),
+    "permute_negative": ({"permute": torch.tensor([-1, 0], dtype=I32)}, "'permute'.*\\[0, 3\\)"),
+    "negative_length": ({"lengths": torch.tensor([[1, 2], [0, 3], [3, -1]])}, "'lengths'"),
+    "values_too_short": (
+        {"values": torch.arange(8), "weights": torch.arange(8.0)},
+        "values.numel\\(\\) \\(8\\)",
+    ),
+    "weights_too_short": ({"weights": torch.arange(5.0)}, "weights.size\\(0\\) \\(5\\)"),
+}
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["pls_none", "pls_given"])
+@pytest.mark.parametrize("case", list(DATA_ERRORS))
+def test_data_errors_name_op_and_argument(case: str, given: bool) -> None:
+    change, match = DATA_ERRORS[case]
+    if given:
+        change = {**change, "permuted_lengths_sum": 9}
+    with pytest.raises((ValueError, RuntimeError), match=f"{P2D}: .*{match}"):
+        _p2d(**change)()
+
+
+@pytest.mark.parametrize("pls", [8, 10])
+def test_permuted_lengths_sum_must_match(pls: int) -> None:
+    """Upstream truncates (writing out of bounds) or leaves garbage; ours refuses."""
+    with pytest.raises(RuntimeError, match=f"{P2D}: .*'permuted_lengths_sum' \\({pls}\\)"):
+        _p2d(permuted_lengths_sum=pls)()
+    with pytest.raises(ValueError, match=f"{P2D}: argument 'permuted_lengths_sum' must be non-neg"):
+        _p2d(permuted_lengths_sum=-1)()
+
+
+META_ERRORS = {
+    "lengths_1d": ({"lengths": torch.tensor([1, 2, 0])}, "'lengths' must be 2-D"),
+    "lengths_3d": ({"lengths": torch.ones(3, 2, 1, dtype=torch.int64)}, "'lengths' must be 2-D"),
+    "weights_3d": ({"weights": torch.ones(9, 1, 1)}, "'weights' must be 1-D or 2-D"),
+    "permute_float": ({"permute": torch.tensor([2.0, 0.0, 1.0])}, "'permute' must have dtype"),
+    "lengths_float": ({"lengths": torch.ones(3, 2)}, "'lengths' must have dtype"),
+    "values_float64": ({"values": torch.arange(9.0, dtype=torch.float64)}, "'values' must have"),
+    "weights_bool": ({"weights": torch.ones(9, dtype=torch.bool)}, "'weights' must have dtype"),
+}
+
+
+@pytest.mark.parametrize("case", list(META_ERRORS))
+def test_metadata_errors(case: str) -> None:
+    change, match = META_ERRORS[case]
+    with pytest.raises(ValueError, match=f"{P2D}: argument {match}"):
+        _p2d(**change)()
+
+
+def test_devices_must_agree() -> None:
+    d = on_npu(SMALL)
+    with pytest.raises(RuntimeError, match=f"{P2D}: arguments 'permute' .* and 'lengths' .*same"):
+        F.permute_2D_sparse_data(SMALL["permute"], d["lengths"], d["values"])
+    with pytest.raises(RuntimeError, match=f"{P2D}: arguments 'permute' .* and 'weights' .*same"):
+        F.permute_2D_sparse_data(d["permute"], d["lengths"], d["values"], d["weights"].to("npu:1"))
+
+
+def test_other_ops_errors() -> None:
+    d = on_npu(SMALL)
+    with pytest.raises(ValueError, match="permute_sparse_features: arguments 'lengths' .*dtype"):
+        F.permute_sparse_features(d["permute"], d["lengths"].int(), d["values"])
+    with pytest.raises(ValueError, match="permute_sparse_features: argument 'lengths' must be 2-D"):
+        F.permute_sparse_features(d["permute"], d["lengths"].view(-1), d["values"])
+    with pytest.raises(ValueError, match="input1D: argument 'stride' must be positive and divide"):
+        F.permute_2D_sparse_data_input1D(d["permute"], d["lengths"].view(-1), d["values"], 4)
+    with pytest.raises(ValueError, match="permute_1D_sparse_data: argument 'permute' .*\\[0, 6\\)"):
+        F.permute_1D_sparse_data(d["permute"] * 3, d["lengths"].view(-1), d["values"])
+    with pytest.raises(ValueError, match="permute_1D_sparse_data: sum\\(lengths\\) must not exc"):
+        F.permute_1D_sparse_data(d["permute"], d["lengths"].view(-1), d["values"][:4])
+
+
+@pytest.mark.parametrize(
+    "perm", [[0, 0, 1], [0, 1, 3], [-1, 0, 1], [2, 2, 2]], ids=["repeat", "big", "neg", "same"]
+)
+def test_invert_permute_requires_a_permutation(perm: list[int]) -> None:
+    with pytest.raises(RuntimeError, match="invert_permute: .*'permute' must be a permutation of"):
+        F.invert_permute(torch.tensor(perm, device=NPU))
+    with pytest.raises(ValueError, match="invert_permute: argument 'permute' must have dtype"):
+        F.invert_permute(torch.tensor([1.0, 0.0], device=NPU))
+
+
+EXPAND = "fbgemm::expand_into_jagged_permute"
+
+
+def _expand(
+    perm: list[int], ins: list[int], outs: list[int], size: int, dtype: torch.dtype = torch.int64
+) -> Any:
+    def t(x: list[int]) -> torch.Tensor:
+        return torch.tensor(x, dtype=dtype, device=NPU)
+
+    return F.expand_into_jagged_permute(t(perm), t(ins), t(outs), size)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (([1, 2], [0, 2, 5], [0, 3, 5], 5), "'permute' must hold indices in \\[0, 2\\)"),
+        (([1, 0], [0, 2, 5], [0, 3, 2], 2), "'output_offset' must be non-decreasing"),
+        (([1, 0], [0, 2, 5], [1, 3, 5], 5), "'output_offset' must start at 0"),
+        (([1, 0], [0, 2, 5], [0, 3, 5], 4), "'output_offset' must end at output_size \\(4\\)"),
+    ],
+    ids=["permute_range", "decreasing", "start", "end"],
+)
+def test_expand_data_errors(args: tuple[Any, ...], match: str) -> None:
+    with pytest.raises(RuntimeError, match=f"{EXPAND}: .*{match}"):
+        _expand(*args)
+
+
+def test_expand_metadata_errors() -> None:
+    with pytest.raises(ValueError, match=f"{EXPAND}: argument 'permute' must not be empty"):
+        _expand([], [0], [0], 0)
+    with pytest.raises(ValueError, match=f"{EXPAND}: argument 'input_offset' must have perm"):
+        _expand([1, 0], [0, 2], [0, 3, 5], 5)
+    with pytest.raises(ValueError, match=f"{EXPAND}: argument 'output_offset' must have permute's"):
+        F.expand_into_jagged_permute(
+            *(torch.tensor(x, device=NPU) for x in ([1, 0], [0, 2, 5])),
+            torch.tensor([0, 3, 5], dtype=I32, device=NPU),
+            5,
+        )
+
+
+def test_validation_off_skips_only_data_checks(no_validation: None) -> None:
+    """FBGEMM_NPU_VALIDATE=0 trusts the data; metadata is still checked."""
+    with pytest.raises(ValueError, match=f"{P2D}: argument 'lengths' must be 2-D"):
+        _p2d(lengths=torch.tensor([1, 2, 0]))()
+    ok = _p2d(permuted_lengths_sum=9)()
+    assert ok[1].cpu().tolist() == [6, 7, 8, 0, 1, 2, 3, 4, 5]
