@@ -1,11 +1,10 @@
 """The jagged family's launch and sync budgets, read from its ``budgets.py`` (written once there).
 
 Every op the family registers and every path of its budget is measured here, at two sizes (the
-count must not depend on them), with the data checks off (the kernel alone) and on (the
-default).  A count must equal its budget, except where the budget is a ceiling by construction:
-the paths whose data check costs more than the op's ``checks`` (more jagged dims, two dtypes;
-see the budgets module) are exact with the checks on and held under the ceiling without them,
-and :func:`test_each_further_jagged_dim_costs_one_index_level` pins how those counts grow.
+count must not depend on them), with the data checks off (the kernel alone: ``launches`` /
+``paths``) and on (the default: plus ``checks``, or the path's ``path_checks``).  Every count
+must equal its budget, both ways.  :func:`test_each_further_jagged_dim_costs_one_index_level`
+reads from the table how the counts grow with the jagged dims.
 """
 
 from __future__ import annotations
@@ -53,7 +52,6 @@ class Case:
     path: str | None
     make: Callable[[Size], Call]
     sized: bool = True
-    checks_grow: bool = False  # the data check costs more than the budget's ``checks`` here
 
     @property
     def qualname(self) -> str:
@@ -142,13 +140,9 @@ def _dims_cases(
     *args: Any,
     more: tuple[str, ...] = (),
     sized: bool = True,
-    grow: bool = False,
 ) -> list[Case]:
     """One case per number of jagged dims: ``make(op, k, *args, size)``."""
-    return [
-        Case(op, dims_path(k, *more), partial(make, op, k, *args), sized, grow or k > 1)
-        for k in DIMS
-    ]
+    return [Case(op, dims_path(k, *more), partial(make, op, k, *args), sized) for k in DIMS]
 
 
 def _cases() -> list[Case]:
@@ -169,12 +163,10 @@ def _cases() -> list[Case]:
         cases += _dims_cases(op, _elementwise, False, False)
         if "strided_y" in budget_of(f"fbgemm::{op}").paths:
             cases.append(Case(op, "strided_y", partial(_elementwise, op, 1, True, False)))
-        if "dense_dense" in op:  # a strided y_0 / y_1 is counted in the two_dtypes ceiling
-            cases.append(
-                Case(op, "two_dtypes", partial(_elementwise, op, 1, True, True), checks_grow=True)
-            )
-            two = _dims_cases(op, _elementwise, False, True, more=("two_dtypes",), grow=True)
-            cases += two[1:]
+        if "dense_dense" in op:  # y_0 and y_1 of two dtypes: each scattered on its own
+            cases += _dims_cases(op, _elementwise, False, True, more=("two_dtypes",))
+            path = "two_dtypes_strided_y"  # both strided: each copied
+            cases.append(Case(op, path, partial(_elementwise, op, 1, True, True)))
     for op in MATMUL:
         cases.append(Case(op, None, partial(_matmul, op)))
     for op in ("stacked_jagged_1d_to_dense", "stacked_jagged_2d_to_dense"):
@@ -185,11 +177,11 @@ def _cases() -> list[Case]:
 CASES = _cases()
 
 
-def _measure(case: Case, exact: bool) -> list[int]:
+def _measure(case: Case) -> list[int]:
     counts = []
     for size in SIZES:
         c = assert_op_budget(
-            case.make(size), case.qualname, path=case.path, sized=case.sized, exact=exact
+            case.make(size), case.qualname, path=case.path, sized=case.sized, exact=True
         )
         counts.append(c.launches)
     assert counts[0] == counts[1], f"{case}: the count depends on the size: {counts}"
@@ -198,12 +190,12 @@ def _measure(case: Case, exact: bool) -> list[int]:
 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_budget_with_the_checks_off(case: Case, no_validation: None) -> None:
-    _measure(case, exact=not case.checks_grow)
+    _measure(case)
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_budget_with_the_checks_on(case: Case) -> None:
-    _measure(case, exact=True)
+    _measure(case)
 
 
 def test_every_op_and_path_of_the_family_is_measured() -> None:
@@ -214,17 +206,40 @@ def test_every_op_and_path_of_the_family_is_measured() -> None:
         assert paths == {None, *budget_of(qualname).paths}, qualname
 
 
-def test_each_further_jagged_dim_costs_one_index_level(no_validation: None) -> None:
-    """With the checks off (where the budget's dims paths are ceilings, see the module
-    docstring) the count of 1, 2 and 3 jagged dims grows by one step, the same in every op: a
-    further level of the dense index they share."""
-    steps = {}
-    for op in sorted({c.op for c in CASES if c.path == dims_path(3)}):
-        by_path = {c.path: c for c in CASES if c.op == op}
-        counts = [_measure(by_path[dims_path(k)], exact=False)[0] for k in DIMS]
-        assert counts[2] - counts[1] == counts[1] - counts[0] > 0, (op, counts)
-        steps[op] = counts[1] - counts[0]
+def _by_dims(qualname: str) -> dict[str, tuple[list[int], list[int]]]:
+    """Per group of ``qualname``'s paths with 1, 2 and 3 jagged dims (named by what follows the
+    dims: ``""``, ``"no_total_L"``, ``"two_dtypes"``), read from the table: the launches with the
+    checks off and the checks' launches, for 1, 2 and 3 jagged dims."""
+    entry, three = budget_of(qualname), str(dims_path(3))
+    out = {}
+    for path in entry.paths:
+        if path.startswith(three):
+            more = path.removeprefix(three).removeprefix("_")
+            paths = [dims_path(k, *([more] if more else [])) for k in DIMS]
+            kernel = [entry.launch_limit(False, path=p) for p in paths]
+            on = [entry.launch_limit(True, path=p) for p in paths]
+            out[more] = (kernel, [n - k for n, k in zip(on, kernel, strict=True)])
+    return out
+
+
+def test_each_further_jagged_dim_costs_one_index_level() -> None:
+    """Read from the table (held exact both ways by the tests above): with the checks off each
+    further jagged dim adds one step, the same on every path of every op (a further level of the
+    dense index they share) and twice that on the ``two_dtypes`` paths, which build the index
+    once per dense input; the data check grows with each dim and, for a number of dims, costs
+    the same in every op (twice that on the ``two_dtypes`` paths)."""
+    steps, checks = {}, {}
+    for qualname in sorted({c.qualname for c in CASES}):
+        for more, (kernel, check) in _by_dims(qualname).items():
+            key, times = (qualname, more), 2 if more.startswith("two_dtypes") else 1
+            step = kernel[1] - kernel[0]
+            assert kernel[2] - kernel[1] == step > 0, (key, kernel)
+            assert check[0] < check[1] < check[2], (key, check)
+            assert step % times == 0 and all(c % times == 0 for c in check), (key, kernel, check)
+            steps[key], checks[key] = step // times, tuple(c // times for c in check)
+    assert len({op for op, _ in steps}) > 1 and "two_dtypes" in {m for _, m in steps}, steps
     assert len(set(steps.values())) == 1, steps
+    assert len(set(checks.values())) == 1, checks
 
 
 def test_dense_to_jagged_without_total_l_reads_the_length_back(no_validation: None) -> None:

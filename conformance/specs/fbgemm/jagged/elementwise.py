@@ -17,7 +17,8 @@ layouts, y broadcast over the batch or inner dim (``add``), mixed dtypes (promot
 otherwise, CUDA and ours leave rows after the last offset uncovered (tests/fbgemm/jagged/).
 
 Budgets: the op's entry, on its path for the number of jagged dims, a ``y`` no view flattens to
-rows (copied once) and, for ``dense_dense``, ``y_0`` and ``y_1`` of two dtypes (two scatters).
+rows (copied once) and, for ``dense_dense``, ``y_0`` and ``y_1`` of two dtypes (two scatters;
+``two_dtypes_strided_y`` when either is strided, which counts both copied).
 """
 
 from __future__ import annotations
@@ -129,8 +130,11 @@ def _budget_of(name: str):  # noqa: ANN202
         if y_1 is None:
             return BudgetUse(path=dims_path(k, *(("strided_y",) if rows_need_copy(y) else ())))
         y0, y1 = real(y_0), real(y_1)
-        two = y0.dtype != y1.dtype or y0.shape != y1.shape  # scattered one by one
-        return BudgetUse(path=dims_path(k, *(("two_dtypes",) if two else ())))
+        if y0.dtype == y1.dtype and y0.shape == y1.shape:  # stacked: a strided y costs nothing
+            return BudgetUse(path=dims_path(k))
+        # scattered one by one, a strided y copied: the path counts both strided (one: 1 fewer)
+        strided = ("strided_y",) if rows_need_copy(y0) or rows_need_copy(y1) else ()
+        return BudgetUse(path=dims_path(k, "two_dtypes", *strided))
 
     return budget
 

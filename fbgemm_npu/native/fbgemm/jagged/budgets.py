@@ -2,22 +2,30 @@
 fbgemm_npu.native.family.Budget); ``tests/fbgemm/jagged/test_jagged_budgets.py`` measures each.
 
 The main path is one jagged dim, contiguous inputs and every size argument given; ``paths``
-names the others.  The data check (every position the offsets reach lies inside the tensor it
-reads or writes) costs 5 launches for one jagged dim and grows with each further dim, while
-``checks`` is one number per op: the ``two_dims`` / ``three_dims`` paths therefore hold the
-check's growth as well (their count with the checks on, less ``checks``), and are ceilings, not
-exact counts, with the checks off.  The same holds for ``two_dtypes``, which runs the check twice.
+names the others.  Every count is exact: ``launches`` and ``paths`` with the data checks off
+(the kernel alone), ``checks`` and ``path_checks`` what the data checks add on that path.
+
+The kernel's count grows by one level of the dense index with each further jagged dim (7
+launches, the same in every op).  The data check (every position the offsets reach lies inside
+the tensor it reads or writes) costs 5 launches for one jagged dim, 8 for two and 10 for three:
+each further dim adds a subtract and a floor_divide to it, and the second a cat of the levels'
+checks.  So every ``two_dims`` / ``three_dims`` path has its own ``path_checks``; the
+``two_dtypes`` paths, which run the kernel and its check once per dense input, twice that.
 """
 
 from __future__ import annotations
 
 from fbgemm_npu.native.family import Budget
 
-# Jagged -> dense: the dense index (arange, add, compare for the first dim; a further dim adds a
-# pair gather, clamp, arange, add, compare, or and fill), its padding fill, the padded copy of
-# the values and one gather.  A further dim's check adds a subtract and a floor_divide, and the
-# second dim a cat of the checks.
-_TO_DENSE = Budget(launches=6, checks=5, paths={"two_dims": 16, "three_dims": 25})
+# The data check of 2 and 3 jagged dims (5 for one, the ``checks`` of every entry that has them).
+_DIMS_CHECKS = {"two_dims": 8, "three_dims": 10}
+
+# Jagged -> dense: the dense index (arange, add, compare and its padding fill for the first dim;
+# a further dim adds a clamp and a gather of the (begin, end) pairs, arange, add, compare, or and
+# fill), the padded copy of the values and one gather.
+_TO_DENSE = Budget(
+    launches=6, checks=5, paths={"two_dims": 13, "three_dims": 20}, path_checks=_DIMS_CHECKS
+)
 
 # Dense -> jagged: the same index, then a zeroed output and one scatter.  Without total_L the
 # output length is read back (an amax and its sync, as upstream reads it); a dense input that no
@@ -31,30 +39,43 @@ _TO_JAGGED = Budget(
         "no_total_L": 7,
         "strided_dense": 7,
         "strided_dense_no_total_L": 8,
-        "two_dims": 16,
-        "three_dims": 25,
-        "two_dims_no_total_L": 17,
-        "three_dims_no_total_L": 26,
+        "two_dims": 13,
+        "three_dims": 20,
+        "two_dims_no_total_L": 14,
+        "three_dims_no_total_L": 21,
     },
+    path_checks={**_DIMS_CHECKS, "two_dims_no_total_L": 8, "three_dims_no_total_L": 10},
 )
 
 # to_jagged of y (a strided y is copied, as above) and the product or sum with x_values.
 _JAGGED_OUTPUT = Budget(
-    launches=7, checks=5, paths={"strided_y": 8, "two_dims": 17, "three_dims": 26}
+    launches=7,
+    checks=5,
+    paths={"strided_y": 8, "two_dims": 14, "three_dims": 21},
+    path_checks=_DIMS_CHECKS,
 )
 
 # y_0 and y_1 of one dtype and shape are stacked and scattered at once (stack, the index, the
-# zeroed output, one scatter, two adds).  Otherwise ("two_dtypes") each goes through its own
-# to_jagged, index and check included, and a strided one is copied: the ceiling counts both.
+# zeroed output, one scatter, two adds; a strided y costs nothing more, the stack copies it).
+# Otherwise ("two_dtypes") each goes through its own to_jagged, index and check included, then
+# two adds; "two_dtypes_strided_y": y_0 and y_1 both strided, each copied once.
 _DENSE_DENSE = Budget(
     launches=9,
     checks=5,
     paths={
-        "two_dims": 19,
-        "three_dims": 28,
-        "two_dtypes": 21,
-        "two_dims_two_dtypes": 39,
-        "three_dims_two_dtypes": 57,
+        "two_dims": 16,
+        "three_dims": 23,
+        "two_dtypes": 14,
+        "two_dtypes_strided_y": 16,
+        "two_dims_two_dtypes": 28,
+        "three_dims_two_dtypes": 42,
+    },
+    path_checks={
+        **_DIMS_CHECKS,
+        "two_dtypes": 10,
+        "two_dtypes_strided_y": 10,
+        "two_dims_two_dtypes": 16,
+        "three_dims_two_dtypes": 20,
     },
 )
 
@@ -79,21 +100,25 @@ BUDGETS: dict[str, Budget] = {
     "fbgemm::jagged_to_padded_dense_backward": Budget(
         launches=6,
         checks=5,
-        paths={"strided_grad_output": 7, "two_dims": 16, "three_dims": 25},
+        paths={"strided_grad_output": 7, "two_dims": 13, "three_dims": 20},
+        path_checks=_DIMS_CHECKS,
     ),
     "fbgemm::dense_to_jagged": _TO_JAGGED,
     "fbgemm::dense_to_jagged_forward": _TO_JAGGED,
     # to_dense of x at y's lengths, then one add (a strided or broadcast y costs nothing more)
     "fbgemm::jagged_dense_elementwise_add": Budget(
-        launches=7, checks=5, paths={"two_dims": 17, "three_dims": 26}
+        launches=7, checks=5, paths={"two_dims": 14, "three_dims": 21}, path_checks=_DIMS_CHECKS
     ),
     "fbgemm::jagged_dense_elementwise_mul": _JAGGED_OUTPUT,
     "fbgemm::jagged_dense_elementwise_mul_forward": _JAGGED_OUTPUT,
     "fbgemm::jagged_dense_elementwise_add_jagged_output": _JAGGED_OUTPUT,
     # one index for both gradients: the scatter of y and a product for x's, a product into a
-    # padded buffer, its spare row zeroed, and the gather for y's
+    # padded buffer, its spare row zeroed, and the gather for y's; a strided y is copied once
     "fbgemm::jagged_dense_elementwise_mul_backward": Budget(
-        launches=10, checks=5, paths={"two_dims": 20, "three_dims": 29}
+        launches=10,
+        checks=5,
+        paths={"strided_y": 11, "two_dims": 17, "three_dims": 24},
+        path_checks=_DIMS_CHECKS,
     ),
     "fbgemm::jagged_dense_dense_elementwise_add_jagged_output": _DENSE_DENSE,
     "fbgemm::jagged_dense_dense_elementwise_add_jagged_output_forward": _DENSE_DENSE,
