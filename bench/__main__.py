@@ -15,38 +15,24 @@ import fnmatch
 import importlib
 import sys
 from pathlib import Path
-from types import ModuleType
 
 from bench.harness import Case, run_case, table
 
 BENCH = Path(__file__).resolve().parent
 # The module of ``python -m bench tbe``; it exports ``main``, not ``CASES``.
 TBE_MODULE = "bench.fbgemm.tbe"
-# Until every family has moved to bench/<namespace>/<family>.py, the old flat names still count.
-LEGACY_TBE_MODULE = "bench.tbe"
-LEGACY_PREFIX = "ops_"
-
-
-def _public_modules(folder: Path) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.py") if not p.name.startswith("_"))
 
 
 def family_modules() -> list[str]:
-    """Every family benchmark module: ``bench.<namespace>.<family>`` for each package folder
-    under bench/, then any ``bench.ops_<family>`` not moved yet."""
-    found: list[str] = []
-    moved: set[str] = set()
-    for ns in sorted(p for p in BENCH.iterdir() if (p / "__init__.py").is_file()):
-        if ns.name.startswith("_"):
-            continue
-        for name in _public_modules(ns):
-            found.append(f"bench.{ns.name}.{name}")
-            moved.add(name)
-    for name in _public_modules(BENCH):
-        family = name.removeprefix(LEGACY_PREFIX)
-        if name.startswith(LEGACY_PREFIX) and family not in moved:
-            found.append(f"bench.{name}")
-    return found
+    """Every family benchmark module, ``bench.<namespace>.<family>``: each public ``.py`` file of
+    each package folder under bench/ (adding a family's benchmark is adding a file)."""
+    return sorted(
+        f"bench.{ns.name}.{module.stem}"
+        for ns in BENCH.iterdir()
+        if (ns / "__init__.py").is_file() and not ns.name.startswith("_")
+        for module in ns.glob("*.py")
+        if not module.name.startswith("_")
+    )
 
 
 def _cases() -> list[Case]:
@@ -59,12 +45,6 @@ def _cases() -> list[Case]:
             raise SystemExit(f"bench: {modname} exports no CASES")
         out.extend(cases)
     return out
-
-
-def _tbe_module() -> ModuleType:
-    if (BENCH / "fbgemm" / "tbe.py").is_file():
-        return importlib.import_module(TBE_MODULE)
-    return importlib.import_module(LEGACY_TBE_MODULE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     if args.what == "tbe":
-        return _tbe_module().main(args.repeats, args.out, threads=args.threads)
+        tbe_bench = importlib.import_module(TBE_MODULE)
+        return tbe_bench.main(args.repeats, args.out, threads=args.threads)
 
     from fbgemm_npu.testing import simulate
 
