@@ -37,6 +37,8 @@ class Case:
 
 @dataclass
 class Row:
+    """One measured case: median times of both sides, their ratio, and one npu call's cost."""
+
     family: str
     name: str
     shape: str
@@ -100,4 +102,5 @@ def table(rows: list[Row]) -> str:
 
 
 def seeded(seed: int = 0) -> torch.Generator:
+    """A CPU generator with a fixed seed: every case builds the same inputs run after run."""
     return torch.Generator().manual_seed(seed)
