@@ -52,15 +52,19 @@ def held_bounds_check(mode: BoundsCheckMode, T: int, vbe: bool) -> tuple[int, in
 
 
 @pytest.mark.parametrize("mode", list(BoundsCheckMode), ids=lambda m: m.name)
-def test_bounds_check_indices_budget(no_validation: None, mode: BoundsCheckMode) -> None:
-    """The kernel alone, per mode: the same for 1 table, 32 tables and VBE."""
+def test_bounds_check_indices_budget(mode: BoundsCheckMode) -> None:
+    """Per mode, the data check (FATAL's device-side assert) included: the same for 1 table,
+    32 tables and VBE."""
     counts = {held_bounds_check(mode, T, vbe) for T in (1, 32) for vbe in (False, True)}
     assert len(counts) == 1, counts
 
 
-def test_bounds_check_fatal_budget_with_its_data_check() -> None:
-    """FATAL raises through a device-side assert: the entry's data check."""
-    held_bounds_check(BoundsCheckMode.FATAL, 4, False)
+@pytest.mark.parametrize("mode", list(BoundsCheckMode), ids=lambda m: m.name)
+def test_bounds_check_indices_budget_without_data_checks(
+    no_validation: None, mode: BoundsCheckMode
+) -> None:
+    counts = {held_bounds_check(mode, T, vbe) for T in (1, 32) for vbe in (False, True)}
+    assert len(counts) == 1, counts
 
 
 def test_get_infos_metadata_budget() -> None:

@@ -153,7 +153,7 @@ BUDGETS: dict[str, Budget] = {
     # check (FBGEMM_NPU_VALIDATE=0 skips it); NONE and the V2 mode values do nothing here
     # (upstream's Python handles V2).
     "fbgemm::bounds_check_indices": Budget(
-        launches=22, checks=1, paths={"ignore": 20, "fatal": 18, "none": 0}
+        launches=22, paths={"ignore": 20, "fatal": 18, "none": 0}, path_checks={"fatal": 1}
     ),
     # Host arithmetic on B and T.
     "fbgemm::get_infos_metadata": Budget(launches=0),
