@@ -42,9 +42,9 @@ CUMSUM_DTYPES: tuple[torch.dtype, ...] = (
     torch.float32,
 )
 
-_COMPLETE = "fbgemm::asynchronous_complete_cumsum"
-_EXCLUSIVE = "fbgemm::asynchronous_exclusive_cumsum"
-_INCLUSIVE = "fbgemm::asynchronous_inclusive_cumsum"
+ASYNCHRONOUS_COMPLETE_CUMSUM = "fbgemm::asynchronous_complete_cumsum"
+ASYNCHRONOUS_EXCLUSIVE_CUMSUM = "fbgemm::asynchronous_exclusive_cumsum"
+ASYNCHRONOUS_INCLUSIVE_CUMSUM = "fbgemm::asynchronous_inclusive_cumsum"
 
 
 def _check_input(op: str, t_in: object) -> torch.Tensor:
@@ -74,8 +74,8 @@ def asynchronous_complete_cumsum_npu(t_in: torch.Tensor) -> torch.Tensor:
     and a backend that scans into a contiguous scratch and copies back adds 1, for 3 at most.
     Syncs: 0.
     """
-    t = _check_input(_COMPLETE, t_in)
-    check_ndim(_COMPLETE, "t_in", t, (1, 2))
+    t = _check_input(ASYNCHRONOUS_COMPLETE_CUMSUM, t_in)
+    check_ndim(ASYNCHRONOUS_COMPLETE_CUMSUM, "t_in", t, (1, 2))
     dim = t.dim() - 1
     n = t.size(dim)
     out = t.new_empty((*t.shape[:-1], n + 1))
@@ -96,7 +96,7 @@ def asynchronous_exclusive_cumsum_npu(t_in: torch.Tensor) -> torch.Tensor:
     ``t_in`` is a non-contiguous view that cannot be flattened without a copy: 3 at most.
     Syncs: 0.
     """
-    t = _check_input(_EXCLUSIVE, t_in)
+    t = _check_input(ASYNCHRONOUS_EXCLUSIVE_CUMSUM, t_in)
     flat = t.reshape(-1)  # a view when strides allow; else a copy in logical order
     out = t.new_empty(t.shape)
     out_flat = out.view(-1)
@@ -115,13 +115,13 @@ def asynchronous_inclusive_cumsum_npu(t_in: torch.Tensor) -> torch.Tensor:
     Launches: 1 (``cumsum``), plus 1 ``clone`` when ``t_in`` is a non-contiguous view that cannot
     be flattened without a copy: 2 at most.  Syncs: 0.
     """
-    t = _check_input(_INCLUSIVE, t_in)
+    t = _check_input(ASYNCHRONOUS_INCLUSIVE_CUMSUM, t_in)
     flat = t.reshape(-1)  # a view when strides allow; else a copy in logical order
     return torch.cumsum(flat, 0, dtype=t.dtype).view(t.shape)
 
 
 KERNELS = {
-    _COMPLETE: {"PrivateUse1": asynchronous_complete_cumsum_npu},
-    _EXCLUSIVE: {"PrivateUse1": asynchronous_exclusive_cumsum_npu},
-    _INCLUSIVE: {"PrivateUse1": asynchronous_inclusive_cumsum_npu},
+    ASYNCHRONOUS_COMPLETE_CUMSUM: {"PrivateUse1": asynchronous_complete_cumsum_npu},
+    ASYNCHRONOUS_EXCLUSIVE_CUMSUM: {"PrivateUse1": asynchronous_exclusive_cumsum_npu},
+    ASYNCHRONOUS_INCLUSIVE_CUMSUM: {"PrivateUse1": asynchronous_inclusive_cumsum_npu},
 }

@@ -1,12 +1,10 @@
-"""Helpers shared by the index-select, ranges, segment and unique families.
+"""Helpers shared by the index-select family's modules (jagged, keyed, batch and group selects,
+ranges, segment sums, unique indices).
 
-* :class:`DataChecks` collects the conditions only the data knows (an index in range, offsets
-  that do not decrease, a given size that matches the data) as 0-d device tensors with an allowed
-  range each, and verifies them all at once: either riding on a device-to-host read the op makes
-  anyway (:meth:`DataChecks.read_with`, one ``stack`` and no extra sync) or with one
-  ``_assert_async`` (:meth:`DataChecks.assert_on_device`: ``stack``, one host-to-device copy of
-  the bounds, ``clamp``, ``eq``, ``all``, ``_assert_async``: 6 launches whatever the number of
-  conditions, no sync).  ``FBGEMM_NPU_VALIDATE=0`` turns them off (see ``_checks.py``).
+* The data checks go through :class:`~fbgemm_npu.native._checks.DataChecks`: the conditions only
+  the data knows (an index in range, offsets that do not decrease, a given size that matches the
+  data), verified all at once, riding on a device-to-host read the op makes anyway or with one
+  ``_assert_async``; :func:`index_range` and the table gathers add theirs to it.
 * :func:`rows_gather_index`: the source row of every output row of a jagged index-select, from
   per-segment start distances, with ``searchsorted`` (so a truncated output needs no special case).
 * :func:`table_gather` / :func:`table_gather_permuted`: the gather index selecting rows of many
@@ -23,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from fbgemm_npu.native._checks import (
+    INDEX_DTYPES,
     DataChecks,
     check_dtype,
     check_ndim,
@@ -30,10 +29,9 @@ from fbgemm_npu.native._checks import (
     dtype_name,
     validation_enabled,
 )
+from fbgemm_npu.native._host import exclusive_cumsum
 
 __all__ = [
-    "INDEX_DTYPES",
-    "DataChecks",
     "GatherRows",
     "TableGather",
     "check_index_tensor",
@@ -42,11 +40,10 @@ __all__ = [
     "index_range",
     "rows_gather_index",
     "same_dtype_or_raise",
+    "select_rows_index",
     "table_gather",
     "table_gather_permuted",
 ]
-
-INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
 
 
 def check_index_tensor(
@@ -78,6 +75,28 @@ def same_dtype_or_raise(op: str, expected_arg: str, **tensors: torch.Tensor) -> 
                 f"{op}: argument '{arg}' must have the dtype of '{expected_arg}' "
                 f"({dtype_name(want)}), got {dtype_name(t.dtype)}"
             )
+
+
+def select_rows_index(
+    checks: DataChecks,
+    d: torch.Tensor,
+    out_ends: torch.Tensor,
+    out_lengths: torch.Tensor,
+    num_rows: int | None,
+    arg: str,
+) -> torch.Tensor:
+    """:func:`rows_gather_index` of a jagged select, with its data checks run: the output has
+    ``num_rows`` rows (the argument ``arg``), which must not exceed the selected lengths' sum
+    (one ``_assert_async`` round), or, when it is None, that sum, read back to the host with the
+    checks riding on the read (1 sync)."""
+    if num_rows is None:
+        total = checks.read_with([out_ends[-1]])[0]
+        return rows_gather_index(d, out_ends, total, lengths=out_lengths)
+    if validation_enabled():
+        what = f"argument '{arg}' ({num_rows}) must not exceed the sum of the selected lengths"
+        checks.add(out_ends[-1], num_rows, None, what)
+        checks.assert_on_device()
+    return rows_gather_index(d, out_ends, num_rows)  # a given size may truncate: searchsorted
 
 
 def contiguous(boundaries: torch.Tensor) -> torch.Tensor:
@@ -130,14 +149,6 @@ class TableGather:
     unit: int
 
 
-def _prefix(sizes: Sequence[int]) -> list[int]:
-    out, acc = [], 0
-    for s in sizes:
-        out.append(acc)
-        acc += s
-    return out
-
-
 def _add_row_check(
     checks: DataChecks | None, indices: torch.Tensor, limits: torch.Tensor, arg: str
 ) -> None:
@@ -171,15 +182,15 @@ def table_gather(
     device = indices.device
     n_sel = indices.numel()
     if len(set(cols)) == 1 and cols[0] > 0:
-        meta = torch.tensor([_prefix(rows), list(rows), list(counts)], dtype=torch.int64)
+        meta = torch.tensor([exclusive_cumsum(rows), list(rows), list(counts)], dtype=torch.int64)
         meta = meta.to(device)
         per_row = torch.repeat_interleave(meta[:2], meta[2], dim=1, output_size=n_sel)
         _add_row_check(checks, indices, per_row[1], arg)
         return TableGather(indices + per_row[0], cols[0])
     unit, m = _units(cols)
-    starts = _prefix([r * c for r, c in zip(rows, m, strict=True)])
-    out_starts = _prefix([n * c for n, c in zip(counts, m, strict=True)])
-    sel_starts = _prefix(counts)
+    starts = exclusive_cumsum([r * c for r, c in zip(rows, m, strict=True)])
+    out_starts = exclusive_cumsum([n * c for n, c in zip(counts, m, strict=True)])
+    sel_starts = exclusive_cumsum(counts)
     a = [s - o + k * c for s, o, k, c in zip(starts, out_starts, sel_starts, m, strict=True)]
     meta = torch.tensor([a, m, list(rows), list(counts)], dtype=torch.int64).to(device)
     per_row = torch.repeat_interleave(meta[:3], meta[3], dim=1, output_size=n_sel)
@@ -220,15 +231,15 @@ def table_gather_permuted(
     n_t = len(rows)
     idx2d = indices.view(n_t, n).t()  # (n, T): row i, table t
     if len(set(cols)) == 1 and cols[0] > 0:
-        meta = torch.tensor([_prefix(rows), list(rows)], dtype=torch.int64).to(device)
+        meta = torch.tensor([exclusive_cumsum(rows), list(rows)], dtype=torch.int64).to(device)
         _add_row_check(checks, idx2d, meta[1].view(1, -1), arg)
         src = torch.empty((n, n_t), dtype=torch.int64, device=device)
         torch.add(idx2d, meta[0].view(1, -1), out=src)
         return TableGather(src.view(-1), cols[0])
     unit, m = _units(cols)
     width = sum(m)
-    starts = _prefix([r * c for r, c in zip(rows, m, strict=True)])
-    b = [s - c for s, c in zip(starts, _prefix(m), strict=True)]
+    starts = exclusive_cumsum([r * c for r, c in zip(rows, m, strict=True)])
+    b = [s - c for s, c in zip(starts, exclusive_cumsum(m), strict=True)]
     meta = torch.tensor([b, m, list(rows)], dtype=torch.int64).to(device)
     _add_row_check(checks, idx2d, meta[2].view(1, -1), arg)
     d = torch.empty((n, n_t), dtype=torch.int64, device=device)

@@ -29,7 +29,9 @@ from collections.abc import Sequence
 
 import torch
 
+from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
+    DataChecks,
     check_ndim,
     check_same_device,
     check_tensor,
@@ -39,7 +41,7 @@ from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = ["KERNELS", "batch_index_select_dim0_npu"]
 
-_BIS = "fbgemm::batch_index_select_dim0"
+BATCH_INDEX_SELECT_DIM0 = "fbgemm::batch_index_select_dim0"
 
 
 def _check_args(
@@ -50,32 +52,42 @@ def _check_args(
     input_columns: Sequence[int],
     permute_output_dim_0_1: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    op = _BIS
+    op = BATCH_INDEX_SELECT_DIM0
     inputs_t = check_ndim(op, "inputs", check_tensor(op, "inputs", inputs), (1,))
     indices_t = _u.check_index_tensor(op, "indices", indices)
     check_same_device(op, inputs=inputs_t, indices=indices_t)
     n_t = len(input_num_indices)
     for name, lst in (("input_rows", input_rows), ("input_columns", input_columns)):
         if len(lst) != n_t:
-            raise ValueError(f"{op}: argument '{name}' must have one entry per table, like "
-                             f"input_num_indices ({n_t}), got {len(lst)}")  # fmt: skip
+            raise ValueError(
+                f"{op}: argument '{name}' must have one entry per table, like "
+                f"input_num_indices ({n_t}), got {len(lst)}"
+            )
         if any(v <= 0 for v in lst):
             raise ValueError(f"{op}: argument '{name}' must hold positive sizes, got {list(lst)}")
     if permute_output_dim_0_1:
         if n_t and (input_num_indices[0] <= 0 or len(set(input_num_indices)) != 1):
-            raise ValueError(f"{op}: argument 'input_num_indices' must hold one positive count "
-                             "for every table when permute_output_dim_0_1 is true, got "
-                             f"{list(input_num_indices)}")  # fmt: skip
+            raise ValueError(
+                f"{op}: argument 'input_num_indices' must hold one positive count "
+                "for every table when permute_output_dim_0_1 is true, got "
+                f"{list(input_num_indices)}"
+            )
     elif any(v <= 0 for v in input_num_indices):
-        raise ValueError(f"{op}: argument 'input_num_indices' must hold positive counts, got "
-                         f"{list(input_num_indices)}")  # fmt: skip
+        raise ValueError(
+            f"{op}: argument 'input_num_indices' must hold positive counts, got "
+            f"{list(input_num_indices)}"
+        )
     size = sum(r * c for r, c in zip(input_rows, input_columns, strict=True))
     if inputs_t.numel() != size:
-        raise ValueError(f"{op}: argument 'inputs' must hold sum(input_rows * input_columns) = "
-                         f"{size} elements, got {inputs_t.numel()}")  # fmt: skip
+        raise ValueError(
+            f"{op}: argument 'inputs' must hold sum(input_rows * input_columns) = "
+            f"{size} elements, got {inputs_t.numel()}"
+        )
     if indices_t.numel() != sum(input_num_indices):
-        raise ValueError(f"{op}: argument 'indices' must hold sum(input_num_indices) = "
-                         f"{sum(input_num_indices)} entries, got {indices_t.numel()}")  # fmt: skip
+        raise ValueError(
+            f"{op}: argument 'indices' must hold sum(input_num_indices) = "
+            f"{sum(input_num_indices)} entries, got {indices_t.numel()}"
+        )
     return inputs_t, indices_t
 
 
@@ -87,13 +99,15 @@ def _gather_index(
     permute_output_dim_0_1: bool,
 ) -> _u.TableGather:
     """The gather index (data checks asserted before it is returned)."""
-    checks = _u.DataChecks(_BIS) if validation_enabled() else None
+    checks = DataChecks(BATCH_INDEX_SELECT_DIM0) if validation_enabled() else None
     if permute_output_dim_0_1:
-        plan = _u.table_gather_permuted(indices, input_rows, input_columns,
-                                        input_num_indices[0], checks, "indices")  # fmt: skip
+        plan = _u.table_gather_permuted(
+            indices, input_rows, input_columns, input_num_indices[0], checks, "indices"
+        )
     else:
-        plan = _u.table_gather(indices, input_rows, input_columns, input_num_indices, checks,
-                               "indices")  # fmt: skip
+        plan = _u.table_gather(
+            indices, input_rows, input_columns, input_num_indices, checks, "indices"
+        )
     if checks is not None:
         checks.assert_on_device()
     return plan
@@ -157,9 +171,8 @@ def _batch_index_select_dim0_autograd(
     """AutogradPrivateUse1: differentiable in ``inputs``; without a tracked gradient it goes
     straight to the PrivateUse1 kernel."""
     args = (input_num_indices, input_rows, input_columns, permute_output_dim_0_1)
-    if not (torch.is_grad_enabled() and inputs.requires_grad):
-        with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.fbgemm.batch_index_select_dim0(inputs, indices, *args)
+    if not needs_grad(inputs):
+        return below_autograd(torch.ops.fbgemm.batch_index_select_dim0, inputs, indices, *args)
     _, indices_t = _check_args(inputs, indices, *args)
     with torch._C._AutoDispatchBelowAutograd():
         if indices_t.numel() == 0:
@@ -170,7 +183,7 @@ def _batch_index_select_dim0_autograd(
 
 
 KERNELS = {
-    _BIS: {
+    BATCH_INDEX_SELECT_DIM0: {
         "PrivateUse1": batch_index_select_dim0_npu,
         "AutogradPrivateUse1": _batch_index_select_dim0_autograd,
     },

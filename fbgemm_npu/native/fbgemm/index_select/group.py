@@ -28,12 +28,18 @@ from collections.abc import Sequence
 
 import torch
 
-from fbgemm_npu.native._checks import check_same_device, check_tensor, validation_enabled
+from fbgemm_npu.native._autograd import below_autograd, needs_grad
+from fbgemm_npu.native._checks import (
+    DataChecks,
+    check_same_device,
+    check_tensor,
+    validation_enabled,
+)
 from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = ["KERNELS", "group_index_select_dim0_npu"]
 
-_GIS = "fbgemm::group_index_select_dim0"
+GROUP_INDEX_SELECT_DIM0 = "fbgemm::group_index_select_dim0"
 
 # (members of one dtype, the gather plan over their concatenation)
 Plan = list[tuple[list[int], _u.TableGather]]
@@ -42,18 +48,24 @@ Plan = list[tuple[list[int], _u.TableGather]]
 def _check_group(
     input_group: Sequence[object], indices_group: Sequence[object]
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    op = _GIS
+    op = GROUP_INDEX_SELECT_DIM0
     if len(indices_group) > len(input_group):
-        raise ValueError(f"{op}: argument 'indices_group' has {len(indices_group)} tensors but "
-                         f"input_group only {len(input_group)}")  # fmt: skip
+        raise ValueError(
+            f"{op}: argument 'indices_group' has {len(indices_group)} tensors but "
+            f"input_group only {len(input_group)}"
+        )
     if not indices_group:
         raise ValueError(f"{op}: arguments 'input_group' and 'indices_group' must not be empty")
     inputs = [check_tensor(op, f"input_group[{i}]", x) for i, x in enumerate(input_group)]
-    indices = [_u.check_index_tensor(op, f"indices_group[{i}]", x)
-               for i, x in enumerate(indices_group)]  # fmt: skip
+    indices = [
+        _u.check_index_tensor(op, f"indices_group[{i}]", x) for i, x in enumerate(indices_group)
+    ]
     inputs = inputs[: len(indices)]  # upstream returns one output per index tensor
-    check_same_device(op, **{f"input_group[{i}]": x for i, x in enumerate(inputs)},
-                      **{f"indices_group[{i}]": x for i, x in enumerate(indices)})  # fmt: skip
+    check_same_device(
+        op,
+        **{f"input_group[{i}]": x for i, x in enumerate(inputs)},
+        **{f"indices_group[{i}]": x for i, x in enumerate(indices)},
+    )
     for i, x in enumerate(inputs):
         if x.dim() == 0:
             raise ValueError(f"{op}: argument 'input_group[{i}]' must have at least one dimension")
@@ -72,7 +84,7 @@ def _plan(inputs: list[torch.Tensor], indices: list[torch.Tensor]) -> Plan:
     by_dtype: dict[torch.dtype, list[int]] = {}
     for i, x in enumerate(inputs):
         by_dtype.setdefault(x.dtype, []).append(i)
-    checks = _u.DataChecks(_GIS) if validation_enabled() else None
+    checks = DataChecks(GROUP_INDEX_SELECT_DIM0) if validation_enabled() else None
     plans: Plan = []
     for members in by_dtype.values():
         counts = [indices[i].numel() for i in members]
@@ -116,7 +128,7 @@ def _gather(
 
 def _single(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     if validation_enabled() and idx.numel() > 0:
-        checks = _u.DataChecks(_GIS)
+        checks = DataChecks(GROUP_INDEX_SELECT_DIM0)
         low, high = torch.aminmax(idx)
         what = f"argument 'indices_group[0]' must hold row indices in [0, {x.size(0)})"
         checks.add(low, 0, None, what)
@@ -181,20 +193,15 @@ def _group_index_select_dim0_autograd(
     input_group: list[torch.Tensor], indices_group: list[torch.Tensor]
 ) -> list[torch.Tensor]:
     """AutogradPrivateUse1: differentiable in every input (upstream CPU's formula)."""
-    tracked = torch.is_grad_enabled() and any(
-        isinstance(x, torch.Tensor) and x.requires_grad for x in input_group
-    )
-    if not tracked:
-        with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.fbgemm.group_index_select_dim0(input_group, indices_group)
+    if not needs_grad(*input_group):
+        return below_autograd(torch.ops.fbgemm.group_index_select_dim0, input_group, indices_group)
     inputs, indices = _check_group(input_group, indices_group)
-    with torch._C._AutoDispatchBelowAutograd():
-        plans = _plan([x.detach() for x in inputs], indices)
+    plans = below_autograd(_plan, [x.detach() for x in inputs], indices)
     return list(_GroupGather.apply((plans, indices), *inputs))
 
 
 KERNELS = {
-    _GIS: {
+    GROUP_INDEX_SELECT_DIM0: {
         "PrivateUse1": group_index_select_dim0_npu,
         "AutogradPrivateUse1": _group_index_select_dim0_autograd,
     },

@@ -1,6 +1,6 @@
 """Jagged index-select: ``fbgemm::jagged_index_select`` (forward and backward),
 ``jagged_index_select_2d_forward_v2`` and its backward op ``jagged_index_add_2d_forward_v2`` on
-npu (``keyed_jagged_index_select_dim1`` is in ``keyed_index_select.py``).
+npu (``keyed_jagged_index_select_dim1`` is in :mod:`.keyed`).
 
 A jagged tensor is ``values`` (one row per element) cut into segments; selecting segments
 ``indices`` copies whole segments, so output row ``r`` of output segment ``s`` reads input row::
@@ -28,7 +28,7 @@ Semantics measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0) and read fro
 Empty ``indices`` with no output size: upstream reads ``output_offsets[-1]`` and fails; so do we,
 with a ``ValueError`` naming the argument.  Bad data (an index out of range, offsets that
 decrease, a size above the data, reads past ``values``) is refused by folded device checks (see
-``_index_select_utils.DataChecks``; ``FBGEMM_NPU_VALIDATE=0`` skips them).
+:class:`~fbgemm_npu.native._checks.DataChecks`; ``FBGEMM_NPU_VALIDATE=0`` skips them).
 
 Launches (``FBGEMM_NPU_VALIDATE=0``): ``jagged_index_select`` 10, ``*_2d_forward_v2`` 9 (10 with
 the size read),
@@ -42,7 +42,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as nnf
 
+from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
+    DataChecks,
     check_dtype,
     check_ndim,
     check_same_device,
@@ -59,9 +61,9 @@ __all__ = [
     "jagged_index_select_npu",
 ]
 
-_JIS = "fbgemm::jagged_index_select"
-_SEL = "fbgemm::jagged_index_select_2d_forward_v2"
-_ADD = "fbgemm::jagged_index_add_2d_forward_v2"
+JAGGED_INDEX_SELECT = "fbgemm::jagged_index_select"
+JAGGED_INDEX_SELECT_2D_FORWARD_V2 = "fbgemm::jagged_index_select_2d_forward_v2"
+JAGGED_INDEX_ADD_2D_FORWARD_V2 = "fbgemm::jagged_index_add_2d_forward_v2"
 
 # upstream's jagged index select/add dispatch (CPU and CUDA): no float64, no small ints
 VALUE_DTYPES: tuple[torch.dtype, ...] = (
@@ -77,6 +79,18 @@ _I64 = (torch.int64,)
 def _values_2d(op: str, values: object) -> torch.Tensor:
     t = check_dtype(op, "values", check_tensor(op, "values", values), VALUE_DTYPES)
     return check_ndim(op, "values", t, (2,))
+
+
+def _check_v2_args(
+    op: str, values: object, indices: object, input_offsets: object, output_offsets: object
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Metadata checks of the ``*_2d_forward_v2`` ops: 2-D values, int64 offsets, one device."""
+    v = _values_2d(op, values)
+    idx = _u.check_index_tensor(op, "indices", indices)
+    ins = _u.check_index_tensor(op, "input_offsets", input_offsets, dtypes=_I64)
+    outs = _u.check_index_tensor(op, "output_offsets", output_offsets, dtypes=_I64)
+    check_same_device(op, values=v, indices=idx, input_offsets=ins, output_offsets=outs)
+    return v, idx, ins, outs
 
 
 def jagged_index_select_2d_forward_v2_npu(
@@ -97,13 +111,10 @@ def jagged_index_select_2d_forward_v2_npu(
     ``repeat_interleave`` instead of a ``searchsorted``).  Syncs: 1 if ``num_dense_output_rows``
     is None, else 0.
     """
-    op = _SEL
-    values = _values_2d(op, values)
-    indices = _u.check_index_tensor(op, "indices", indices)
-    input_offsets = _u.check_index_tensor(op, "input_offsets", input_offsets, dtypes=_I64)
-    output_offsets = _u.check_index_tensor(op, "output_offsets", output_offsets, dtypes=_I64)
-    check_same_device(op, values=values, indices=indices, input_offsets=input_offsets,
-                      output_offsets=output_offsets)  # fmt: skip
+    op = JAGGED_INDEX_SELECT_2D_FORWARD_V2
+    values, indices, input_offsets, output_offsets = _check_v2_args(
+        op, values, indices, input_offsets, output_offsets
+    )
     _u.check_non_negative(op, "num_dense_output_rows", num_dense_output_rows)
     b, b_in = indices.numel(), input_offsets.numel()
     if output_offsets.numel() != b:
@@ -126,7 +137,7 @@ def jagged_index_select_2d_forward_v2_npu(
     if b_in == 0:
         raise ValueError(f"{op}: argument 'input_offsets' is empty but 'indices' selects {b}")
     validate = validation_enabled()
-    checks = _u.DataChecks(op)
+    checks = DataChecks(op)
     idx = _u.index_range(checks, indices, b_in, "indices")
     in_pad = nnf.pad(input_offsets, (1, 0))  # in_pad[j]: start of input segment j
     out_pad = nnf.pad(output_offsets, (1, 0))
@@ -135,15 +146,16 @@ def jagged_index_select_2d_forward_v2_npu(
     n_rows = values.size(0)
     if validate:
         out_len = out_pad[1:] - out_pad[:-1]
-        checks.add(out_len.amin(), 0, None, "argument 'output_offsets' must be non-decreasing "
-                   "and non-negative")  # fmt: skip
+        what = "argument 'output_offsets' must be non-decreasing and non-negative"
+        checks.add(out_len.amin(), 0, None, what)
     if num_dense_output_rows is None:
         if validate:
             # every selected segment must lie inside values (upstream would read past it)
             checks.add(starts.amin(), 0, None, "argument 'input_offsets' must be non-negative")
-            checks.add((starts + out_len).amax(), None, n_rows,
-                       "argument 'input_offsets' selects segments ending past "
-                f"values.size(0) ({n_rows})")  # fmt: skip
+            what = (
+                f"argument 'input_offsets' selects segments ending past values.size(0) ({n_rows})"
+            )
+            checks.add((starts + out_len).amax(), None, n_rows, what)
         total = checks.read_with([output_offsets[-1]])[0]
         out_len = out_len if validate else out_pad[1:] - out_pad[:-1]
         src = _u.rows_gather_index(d, output_offsets, total, lengths=out_len)
@@ -151,8 +163,8 @@ def jagged_index_select_2d_forward_v2_npu(
         total = num_dense_output_rows
         src = _u.rows_gather_index(d, output_offsets, total, clamp=validate)
         if validate:
-            checks.add(output_offsets[-1], total, None, f"argument 'num_dense_output_rows' "
-                       f"({total}) must not exceed output_offsets[-1]")  # fmt: skip
+            what = f"argument 'num_dense_output_rows' ({total}) must not exceed output_offsets[-1]"
+            checks.add(output_offsets[-1], total, None, what)
             if total > 0:
                 low, high = torch.aminmax(src)
                 what = f"argument 'input_offsets' selects rows outside values.size(0) ({n_rows})"
@@ -178,13 +190,10 @@ def jagged_index_add_2d_forward_v2_npu(
     accumulate in their own dtype, as upstream's do.  Launches: 10 (two pads, a gather and a
     difference for ``d``, four for the destination index, ``zeros``, ``index_add_``).  Syncs: 0.
     """
-    op = _ADD
-    values = _values_2d(op, values)
-    indices = _u.check_index_tensor(op, "indices", indices)
-    input_offsets = _u.check_index_tensor(op, "input_offsets", input_offsets, dtypes=_I64)
-    output_offsets = _u.check_index_tensor(op, "output_offsets", output_offsets, dtypes=_I64)
-    check_same_device(op, values=values, indices=indices, input_offsets=input_offsets,
-                      output_offsets=output_offsets)  # fmt: skip
+    op = JAGGED_INDEX_ADD_2D_FORWARD_V2
+    values, indices, input_offsets, output_offsets = _check_v2_args(
+        op, values, indices, input_offsets, output_offsets
+    )
     _u.check_non_negative(op, "num_output_rows", num_output_rows)
     b, m = indices.numel(), values.size(0)
     if input_offsets.numel() != b:
@@ -198,7 +207,7 @@ def jagged_index_add_2d_forward_v2_npu(
     if b == 0 or output_offsets.numel() == 0:
         raise ValueError(f"{op}: 'values' has {m} rows but there is no segment to add them to")
     validate = validation_enabled()
-    checks = _u.DataChecks(op)
+    checks = DataChecks(op)
     idx = _u.index_range(checks, indices, output_offsets.numel(), "indices")
     out_pad = nnf.pad(output_offsets, (1, 0))
     in_pad = nnf.pad(input_offsets, (1, 0))
@@ -206,10 +215,10 @@ def jagged_index_add_2d_forward_v2_npu(
     dst = _u.rows_gather_index(d, input_offsets, m, clamp=validate)
     if validate:
         in_len = in_pad[1:] - in_pad[:-1]
-        checks.add(in_len.amin(), 0, None, "argument 'input_offsets' must be non-decreasing and "
-                   "non-negative")  # fmt: skip
-        checks.add(input_offsets[-1], m, None, f"argument 'input_offsets' must cover the {m} "
-                   "rows of values")  # fmt: skip
+        what = "argument 'input_offsets' must be non-decreasing and non-negative"
+        checks.add(in_len.amin(), 0, None, what)
+        what = f"argument 'input_offsets' must cover the {m} rows of values"
+        checks.add(input_offsets[-1], m, None, what)
         low, high = torch.aminmax(dst)
         what = f"rows must be added within num_output_rows ({num_output_rows})"
         checks.add(low, 0, None, what)
@@ -226,7 +235,7 @@ def _jagged_select_index(
     num_dense_output_rows: int | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(gather index over ``values``' rows, output lengths) of ``jagged_index_select``."""
-    checks = _u.DataChecks(op)
+    checks = DataChecks(op)
     validate = validation_enabled()
     b_in = lengths.numel()
     if indices.numel() > 0 and b_in == 0:
@@ -244,25 +253,19 @@ def _jagged_select_index(
                 "give num_dense_output_rows"
             )
         if num_dense_output_rows > 0:
-            raise ValueError(f"{op}: argument 'num_dense_output_rows' must be 0 when no segment "
-                             f"is selected, got {num_dense_output_rows}")  # fmt: skip
+            raise ValueError(
+                f"{op}: argument 'num_dense_output_rows' must be 0 when no segment is selected, "
+                f"got {num_dense_output_rows}"
+            )
         return torch.zeros(0, dtype=torch.int64, device=values.device), out_lengths
     d = in_incl.index_select(0, idx) - out_incl
     if validate:
         checks.add(lengths.amin(), 0, None, "argument 'lengths' must be non-negative")
-        checks.add(in_incl[-1], None, values.size(0), "argument 'lengths' must not sum past "
-                   f"values.size(0) ({values.size(0)})")  # fmt: skip
-    lengths_arg: torch.Tensor | None = out_lengths
-    if num_dense_output_rows is None:
-        total = checks.read_with([out_incl[-1]])[0]
-    else:
-        lengths_arg = None  # a given size may truncate: searchsorted
-        total = num_dense_output_rows
-        if validate:
-            checks.add(out_incl[-1], total, None, f"argument 'num_dense_output_rows' ({total}) "
-                       "must not exceed the sum of the selected lengths")  # fmt: skip
-            checks.assert_on_device()
-    return _u.rows_gather_index(d, out_incl, total, lengths=lengths_arg), out_lengths
+        what = f"argument 'lengths' must not sum past values.size(0) ({values.size(0)})"
+        checks.add(in_incl[-1], None, values.size(0), what)
+    size_arg = "num_dense_output_rows"
+    src = _u.select_rows_index(checks, d, out_incl, out_lengths, num_dense_output_rows, size_arg)
+    return src, out_lengths
 
 
 def _check_jagged_select_args(
@@ -289,7 +292,7 @@ def jagged_index_select_npu(
     Launches: 10 (the lengths gather, two cumsums, a gather and a difference for ``d``, four for
     the index, the row gather).  Syncs: 1 if ``num_dense_output_rows`` is None, else 0.
     """
-    op = _JIS
+    op = JAGGED_INDEX_SELECT
     values, lengths, indices = _check_jagged_select_args(
         op, values, lengths, indices, num_dense_output_rows
     )
@@ -305,28 +308,25 @@ def _jagged_index_select_autograd(
 ) -> list[torch.Tensor]:
     """AutogradPrivateUse1: differentiable in ``values``; without a tracked gradient it goes
     straight to the PrivateUse1 kernel."""
-    if not (torch.is_grad_enabled() and values.requires_grad):
-        with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.fbgemm.jagged_index_select(
-                values, lengths, indices, num_dense_output_rows
-            )
-    op = _JIS
+    if not needs_grad(values):
+        args = (values, lengths, indices, num_dense_output_rows)
+        return below_autograd(torch.ops.fbgemm.jagged_index_select, *args)
+    op = JAGGED_INDEX_SELECT
     values, lengths, indices = _check_jagged_select_args(
         op, values, lengths, indices, num_dense_output_rows
     )
-    with torch._C._AutoDispatchBelowAutograd():
-        src, out_lengths = _jagged_select_index(
-            op, values.detach(), lengths, indices, num_dense_output_rows
-        )
+    src, out_lengths = below_autograd(
+        _jagged_select_index, op, values.detach(), lengths, indices, num_dense_output_rows
+    )
     out, out_lengths = _u.GatherRows.apply(values, src, out_lengths)
     return [out, out_lengths]
 
 
 KERNELS = {
-    _JIS: {
+    JAGGED_INDEX_SELECT: {
         "PrivateUse1": jagged_index_select_npu,
         "AutogradPrivateUse1": _jagged_index_select_autograd,
     },
-    _SEL: {"PrivateUse1": jagged_index_select_2d_forward_v2_npu},
-    _ADD: {"PrivateUse1": jagged_index_add_2d_forward_v2_npu},
+    JAGGED_INDEX_SELECT_2D_FORWARD_V2: {"PrivateUse1": jagged_index_select_2d_forward_v2_npu},
+    JAGGED_INDEX_ADD_2D_FORWARD_V2: {"PrivateUse1": jagged_index_add_2d_forward_v2_npu},
 }

@@ -4,7 +4,7 @@ backward.
 A KeyedJaggedTensor's ``lengths`` hold ``num_batches`` blocks of ``batch_size`` segments (one block
 per key), ``offsets = [0, cumsum(lengths)]``; the op selects samples ``indices`` of every key:
 output segment ``n * len(indices) + j`` is input segment ``n * batch_size + indices[j]``.  As in
-``index_select.py``, output element ``r`` of output segment ``s`` reads
+:mod:`.index_select`, output element ``r`` of output segment ``s`` reads
 ``values[r + d[s]]`` with ``d[s] = offsets[segment + 1] - (inclusive end of output segment s)``
 (both segments have the same length), then one gather per output.
 
@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import torch
 
+from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
+    DataChecks,
     check_dtype,
     check_ndim,
     check_same_device,
@@ -38,7 +40,7 @@ from fbgemm_npu.native.fbgemm.index_select.index_select import VALUE_DTYPES
 
 __all__ = ["KERNELS", "keyed_jagged_index_select_dim1_npu"]
 
-_KJIS = "fbgemm::keyed_jagged_index_select_dim1"
+KEYED_JAGGED_INDEX_SELECT_DIM1 = "fbgemm::keyed_jagged_index_select_dim1"
 
 # keyed_jagged_index_select_dim1's CUDA kernel: AT_DISPATCH_ALL_TYPES_AND2(Half, BFloat16)
 KEYED_VALUE_DTYPES: tuple[torch.dtype, ...] = (
@@ -65,8 +67,8 @@ def _keyed_select_index(
     selected_lengths_sum: int | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(gather index over ``values``, output lengths) of ``keyed_jagged_index_select_dim1``."""
-    op = _KJIS
-    checks = _u.DataChecks(op)
+    op = KEYED_JAGGED_INDEX_SELECT_DIM1
+    checks = DataChecks(op)
     validate = validation_enabled()
     num_batches = lengths.numel() // batch_size
     k = indices.numel()
@@ -84,26 +86,20 @@ def _keyed_select_index(
         checks.add(mismatch[1], 0, 0, what)
         checks.add(offsets[0], 0, 0, "argument 'offsets' must start at 0")
         checks.add(lengths.amin(), 0, None, "argument 'lengths' must be non-negative")
-        checks.add(offsets[-1], None, values.numel(), "argument 'offsets' must end within "
-                   f"values.numel() ({values.numel()})")  # fmt: skip
+        what = f"argument 'offsets' must end within values.numel() ({values.numel()})"
+        checks.add(offsets[-1], None, values.numel(), what)
     if num_batches * k == 0:
         if selected_lengths_sum not in (None, 0):
-            raise ValueError(f"{op}: argument 'selected_lengths_sum' must be 0 for an empty "
-                             f"selection, got {selected_lengths_sum}")  # fmt: skip
+            raise ValueError(
+                f"{op}: argument 'selected_lengths_sum' must be 0 for an empty "
+                f"selection, got {selected_lengths_sum}"
+            )
         checks.assert_on_device()
         return torch.zeros(0, dtype=torch.int64, device=values.device), out_lengths
     d = offsets[1:].index_select(0, sel) - out_incl
-    lengths_arg: torch.Tensor | None = out_lengths
-    if selected_lengths_sum is None:
-        total = checks.read_with([out_incl[-1]])[0]
-    else:
-        lengths_arg = None  # a given size may truncate: searchsorted
-        total = selected_lengths_sum
-        if validate:
-            checks.add(out_incl[-1], total, None, f"argument 'selected_lengths_sum' ({total}) "
-                       "must not exceed the sum of the selected lengths")  # fmt: skip
-            checks.assert_on_device()
-    return _u.rows_gather_index(d, out_incl, total, lengths=lengths_arg), out_lengths
+    size_arg = "selected_lengths_sum"
+    src = _u.select_rows_index(checks, d, out_incl, out_lengths, selected_lengths_sum, size_arg)
+    return src, out_lengths
 
 
 def _check_keyed_args(
@@ -115,7 +111,7 @@ def _check_keyed_args(
     weights: object,
     selected_lengths_sum: int | None,
 ) -> None:
-    op = _KJIS
+    op = KEYED_JAGGED_INDEX_SELECT_DIM1
     v = check_dtype(op, "values", check_tensor(op, "values", values), KEYED_VALUE_DTYPES)
     check_ndim(op, "values", v, (1,))
     lengths_t = _u.check_index_tensor(op, "lengths", lengths)
@@ -125,16 +121,22 @@ def _check_keyed_args(
         w = check_dtype(op, "weights", check_tensor(op, "weights", weights), WEIGHT_DTYPES)
         check_ndim(op, "weights", w, (1,))
         if w.numel() != v.numel():
-            raise ValueError(f"{op}: argument 'weights' must have values' size ({v.numel()}), "
-                             f"got {w.numel()}")  # fmt: skip
-    check_same_device(op, values=v, lengths=lengths_t, offsets=offsets_t, indices=indices,
-                      weights=weights)  # fmt: skip
+            raise ValueError(
+                f"{op}: argument 'weights' must have values' size ({v.numel()}), got {w.numel()}"
+            )
+    check_same_device(
+        op, values=v, lengths=lengths_t, offsets=offsets_t, indices=indices, weights=weights
+    )
     if offsets_t.numel() != lengths_t.numel() + 1:
-        raise ValueError(f"{op}: argument 'offsets' must have lengths.numel() + 1 = "
-                         f"{lengths_t.numel() + 1} entries, got {offsets_t.numel()}")  # fmt: skip
+        raise ValueError(
+            f"{op}: argument 'offsets' must have lengths.numel() + 1 = "
+            f"{lengths_t.numel() + 1} entries, got {offsets_t.numel()}"
+        )
     if batch_size <= 0 or lengths_t.numel() % batch_size != 0:
-        raise ValueError(f"{op}: argument 'batch_size' must be positive and divide "
-                         f"lengths.numel() ({lengths_t.numel()}), got {batch_size}")  # fmt: skip
+        raise ValueError(
+            f"{op}: argument 'batch_size' must be positive and divide "
+            f"lengths.numel() ({lengths_t.numel()}), got {batch_size}"
+        )
     _u.check_non_negative(op, "selected_lengths_sum", selected_lengths_sum)
 
 
@@ -178,11 +180,9 @@ def _keyed_jagged_index_select_dim1_autograd(
 ) -> list[torch.Tensor]:
     """AutogradPrivateUse1: differentiable in ``values`` (as upstream's CUDA op; ``weights`` get
     no gradient)."""
-    if not (torch.is_grad_enabled() and values.requires_grad):
-        with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.fbgemm.keyed_jagged_index_select_dim1(
-                values, lengths, offsets, indices, batch_size, weights, selected_lengths_sum
-            )
+    if not needs_grad(values):
+        args = (values, lengths, offsets, indices, batch_size, weights, selected_lengths_sum)
+        return below_autograd(torch.ops.fbgemm.keyed_jagged_index_select_dim1, *args)
     _check_keyed_args(values, lengths, offsets, indices, batch_size, weights, selected_lengths_sum)
     with torch._C._AutoDispatchBelowAutograd():
         src, out_lengths = _keyed_select_index(
@@ -194,7 +194,7 @@ def _keyed_jagged_index_select_dim1_autograd(
 
 
 KERNELS = {
-    _KJIS: {
+    KEYED_JAGGED_INDEX_SELECT_DIM1: {
         "PrivateUse1": keyed_jagged_index_select_dim1_npu,
         "AutogradPrivateUse1": _keyed_jagged_index_select_dim1_autograd,
     },

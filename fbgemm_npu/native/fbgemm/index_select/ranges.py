@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as nnf
 
 from fbgemm_npu.native._checks import (
+    DataChecks,
     check_dtype,
     check_same_device,
     check_tensor,
@@ -60,10 +61,10 @@ __all__ = [
     "segment_sum_csr_npu",
 ]
 
-_OFFSETS_RANGE = "fbgemm::offsets_range"
-_LENGTHS_RANGE = "fbgemm::lengths_range"
-_LENGTHS_RANGE_OUT = "fbgemm::lengths_range_out"
-_SEGMENT_SUM = "fbgemm::segment_sum_csr"
+OFFSETS_RANGE = "fbgemm::offsets_range"
+LENGTHS_RANGE = "fbgemm::lengths_range"
+LENGTHS_RANGE_OUT = "fbgemm::lengths_range_out"
+SEGMENT_SUM_CSR = "fbgemm::segment_sum_csr"
 
 SEGMENT_VALUE_DTYPES: tuple[torch.dtype, ...] = (
     torch.float32,
@@ -82,7 +83,7 @@ def offsets_range_npu(offsets: torch.Tensor, range_size: int) -> torch.Tensor:
     ``(range_size,)`` of ``offsets``' dtype.  Launches: 6 (the ends' pad, the lengths' ``sub``,
     ``repeat_interleave`` of the starts (2), ``arange``, ``sub``).  Syncs: 0.
     """
-    op = _OFFSETS_RANGE
+    op = OFFSETS_RANGE
     offsets = _u.check_index_tensor(op, "offsets", offsets)
     _u.check_non_negative(op, "range_size", range_size)
     n = offsets.numel()
@@ -91,13 +92,13 @@ def offsets_range_npu(offsets: torch.Tensor, range_size: int) -> torch.Tensor:
             raise ValueError(f"{op}: argument 'offsets' is empty but range_size is {range_size}")
         return offsets.new_empty((0,))
     if validation_enabled():
-        checks = _u.DataChecks(op)
+        checks = DataChecks(op)
         checks.add(offsets[0], 0, 0, "argument 'offsets' must start at 0")
         if n > 1:
             steps = offsets[1:] - offsets[:-1]
             checks.add(steps.amin(), 0, None, "argument 'offsets' must be non-decreasing")
-        checks.add(offsets[-1], None, range_size, f"argument 'offsets' must end within "
-                   f"range_size ({range_size})")  # fmt: skip
+        what = f"argument 'offsets' must end within range_size ({range_size})"
+        checks.add(offsets[-1], None, range_size, what)
         checks.assert_on_device()
     # segment lengths (the last runs to range_size), then each segment's start repeated over
     # it: repeat_interleave with output_size (no sync; linear work, unlike a searchsorted)
@@ -115,12 +116,13 @@ def _lengths_range(
     if size is not None and size < 0:
         raise ValueError(f"{op}: argument 'shape' must describe a non-negative size, got {shape}")
     device = t_in.device
-    checks = _u.DataChecks(op)
+    checks = DataChecks(op)
     validate = validation_enabled()
     if n == 0:
         if size not in (None, 0):
-            raise ValueError(f"{op}: argument 'shape' ({list(shape or [])}) must have size 0 "
-                             "for empty lengths")  # fmt: skip
+            raise ValueError(
+                f"{op}: argument 'shape' ({list(shape or [])}) must have size 0 for empty lengths"
+            )
         total = 0
         complete = None
     else:
@@ -133,8 +135,8 @@ def _lengths_range(
         else:
             total = size
             if validate:
-                checks.add(complete[-1], size, size, f"argument 'shape' (size {size}) must "
-                           "match the sum of the lengths")  # fmt: skip
+                what = f"argument 'shape' (size {size}) must match the sum of the lengths"
+                checks.add(complete[-1], size, size, what)
                 checks.assert_on_device()
     if out is not None:
         out.resize_((total,))
@@ -152,7 +154,7 @@ def lengths_range_npu(t_in: torch.Tensor, shape: Sequence[int] | None = None) ->
     Launches: 6 (``cumsum``, the leading-zero pad, ``repeat_interleave`` of the starts (2),
     ``arange``, ``sub``).  Syncs: 1 when ``shape`` is None, else 0.
     """
-    op = _LENGTHS_RANGE
+    op = LENGTHS_RANGE
     t_in = _u.check_index_tensor(op, "t_in", t_in)
     return _lengths_range(op, t_in, shape, None)
 
@@ -164,13 +166,15 @@ def lengths_range_out_npu(
 
     Launches and syncs as :func:`lengths_range_npu`.
     """
-    op = _LENGTHS_RANGE_OUT
+    op = LENGTHS_RANGE_OUT
     t_in = _u.check_index_tensor(op, "t_in", t_in)
     output = check_tensor(op, "output", output)
     check_same_device(op, output=output, t_in=t_in)
     if output.dtype != t_in.dtype:
-        raise ValueError(f"{op}: argument 'output' must have t_in's dtype "
-                         f"({dtype_name(t_in.dtype)}), got {dtype_name(output.dtype)}")  # fmt: skip
+        raise ValueError(
+            f"{op}: argument 'output' must have t_in's dtype "
+            f"({dtype_name(t_in.dtype)}), got {dtype_name(output.dtype)}"
+        )
     return _lengths_range(op, t_in, shape, output)
 
 
@@ -187,7 +191,7 @@ def segment_sum_csr_npu(
     float32.  Launches: 5 (``mul``, ``arange``, ``searchsorted``, ``zeros``, ``index_add_``),
     7 for half types.  Syncs: 0.
     """
-    op = _SEGMENT_SUM
+    op = SEGMENT_SUM_CSR
     csr = _u.check_index_tensor(op, "csr_seg", csr_seg, ndims=tuple(range(0, 9)))
     values = check_dtype(op, "values", check_tensor(op, "values", values), SEGMENT_VALUE_DTYPES)
     check_same_device(op, csr_seg=csr, values=values)
@@ -200,14 +204,17 @@ def segment_sum_csr_npu(
     if batch_size <= 0 or n_seg == 0:  # every segment is empty
         return values.new_zeros((n_seg,))
     if validation_enabled():
-        checks = _u.DataChecks(op)
+        checks = DataChecks(op)
         checks.add(bounds_in[0], 0, None, "argument 'csr_seg' must be non-negative")
         if n_seg > 0:
             steps = bounds_in[1:] - bounds_in[:-1]
             checks.add(steps.amin(), 0, None, "argument 'csr_seg' must be non-decreasing")
-        checks.add(bounds_in[-1], None, flat.numel() // batch_size, "the last segment of "
-                   f"argument 'csr_seg' must end within values ({flat.numel()} elements, "
-                   f"batch_size {batch_size})")  # fmt: skip
+        what = (
+            "the last segment of "
+            f"argument 'csr_seg' must end within values ({flat.numel()} elements, "
+            f"batch_size {batch_size})"
+        )
+        checks.add(bounds_in[-1], None, flat.numel() // batch_size, what)
         checks.assert_on_device()
     bounds = bounds_in * batch_size
     positions = torch.arange(flat.numel(), dtype=bounds.dtype, device=flat.device)
@@ -219,8 +226,8 @@ def segment_sum_csr_npu(
 
 
 KERNELS = {
-    _OFFSETS_RANGE: {"PrivateUse1": offsets_range_npu},
-    _LENGTHS_RANGE: {"PrivateUse1": lengths_range_npu},
-    _LENGTHS_RANGE_OUT: {"PrivateUse1": lengths_range_out_npu},
-    _SEGMENT_SUM: {"PrivateUse1": segment_sum_csr_npu},
+    OFFSETS_RANGE: {"PrivateUse1": offsets_range_npu},
+    LENGTHS_RANGE: {"PrivateUse1": lengths_range_npu},
+    LENGTHS_RANGE_OUT: {"PrivateUse1": lengths_range_out_npu},
+    SEGMENT_SUM_CSR: {"PrivateUse1": segment_sum_csr_npu},
 }

@@ -31,25 +31,26 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native._checks import check_same_device, validation_enabled
+from fbgemm_npu.native._checks import DataChecks, check_same_device, validation_enabled
 from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = ["KERNELS", "jagged_unique_indices_npu"]
 
-_OP = "fbgemm::jagged_unique_indices"
+JAGGED_UNIQUE_INDICES = "fbgemm::jagged_unique_indices"
 
 
 def _check_args(
     hash_size_cumsum: object, hash_size_offsets: object, offsets: object, indices: object
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, int]:
-    op = _OP
+    op = JAGGED_UNIQUE_INDICES
     hsc = _u.check_index_tensor(op, "hash_size_cumsum", hash_size_cumsum)
     hso = _u.check_index_tensor(op, "hash_size_offsets", hash_size_offsets)
     offs = _u.check_index_tensor(op, "offsets", offsets)
     idx = _u.check_index_tensor(op, "indices", indices)
     check_same_device(op, hash_size_cumsum=hsc, hash_size_offsets=hso, offsets=offs, indices=idx)
-    _u.same_dtype_or_raise(op, "indices", indices=idx, hash_size_cumsum=hsc,
-                           hash_size_offsets=hso, offsets=offs)  # fmt: skip
+    _u.same_dtype_or_raise(
+        op, "indices", indices=idx, hash_size_cumsum=hsc, hash_size_offsets=hso, offsets=offs
+    )
     if hsc.numel() < 1:
         raise ValueError(f"{op}: argument 'hash_size_cumsum' must have at least one entry")
     n_feat = hsc.numel() - 1
@@ -58,20 +59,26 @@ def _check_args(
     total_b = offs.numel() - 1
     if n_feat == 0:
         if total_b or idx.numel():
-            raise ValueError(f"{op}: argument 'hash_size_cumsum' has no feature but 'offsets' "
-                             f"has {total_b} samples")  # fmt: skip
+            raise ValueError(
+                f"{op}: argument 'hash_size_cumsum' has no feature but 'offsets' "
+                f"has {total_b} samples"
+            )
         return hsc, hso, offs, idx, 0, 0
     if total_b % n_feat != 0 or (total_b == 0 and idx.numel() > 0):
-        raise ValueError(f"{op}: argument 'offsets' must hold T * B + 1 entries for T = "
-                         f"{n_feat} features, got {offs.numel()}")  # fmt: skip
+        raise ValueError(
+            f"{op}: argument 'offsets' must hold T * B + 1 entries for T = "
+            f"{n_feat} features, got {offs.numel()}"
+        )
     if hso.numel() < n_feat + 1:
-        raise ValueError(f"{op}: argument 'hash_size_offsets' must have at least T + 1 = "
-                         f"{n_feat + 1} entries, got {hso.numel()}")  # fmt: skip
+        raise ValueError(
+            f"{op}: argument 'hash_size_offsets' must have at least T + 1 = "
+            f"{n_feat + 1} entries, got {hso.numel()}"
+        )
     return hsc, hso, offs, idx, n_feat, total_b // n_feat
 
 
 def _add_checks(
-    checks: _u.DataChecks,
+    checks: DataChecks,
     hsc: torch.Tensor,
     hso: torch.Tensor,
     offs: torch.Tensor,
@@ -82,15 +89,17 @@ def _add_checks(
     checks.add(offs[0], 0, 0, "argument 'offsets' must start at 0")
     checks.add(offs[-1], n_idx, n_idx, f"argument 'offsets' must end at indices.numel() ({n_idx})")
     if offs.numel() > 1:
-        checks.add((offs[1:] - offs[:-1]).amin(), 0, None, "argument 'offsets' must be "
-                   "non-decreasing")  # fmt: skip
+        checks.add(
+            (offs[1:] - offs[:-1]).amin(), 0, None, "argument 'offsets' must be non-decreasing"
+        )
     checks.add(hso[0], 0, 0, "argument 'hash_size_offsets' must start at 0")
-    checks.add(hso[n_feat], n_feat, n_feat, f"argument 'hash_size_offsets' must reach T "
-               f"({n_feat}) at entry T")  # fmt: skip
-    checks.add((hso[1 : n_feat + 1] - hso[:n_feat]).amin(), 0, None, "argument "
-               "'hash_size_offsets' must be non-decreasing")  # fmt: skip
-    checks.add((hsc[1:] - hsc[:-1]).amin(), 0, None, "argument 'hash_size_cumsum' must be "
-               "non-decreasing")  # fmt: skip
+    what = f"argument 'hash_size_offsets' must reach T ({n_feat}) at entry T"
+    checks.add(hso[n_feat], n_feat, n_feat, what)
+    what = "argument 'hash_size_offsets' must be non-decreasing"
+    checks.add((hso[1 : n_feat + 1] - hso[:n_feat]).amin(), 0, None, what)
+    checks.add(
+        (hsc[1:] - hsc[:-1]).amin(), 0, None, "argument 'hash_size_cumsum' must be non-decreasing"
+    )
 
 
 def jagged_unique_indices_npu(
@@ -108,7 +117,7 @@ def jagged_unique_indices_npu(
     total_b = n_feat * batch
     n_idx = idx.numel()
     if validation_enabled() and n_feat > 0:
-        checks = _u.DataChecks(_OP)
+        checks = DataChecks(JAGGED_UNIQUE_INDICES)
         _add_checks(checks, hsc, hso, offs, n_idx, n_feat)
         checks.assert_on_device()
     if n_idx == 0:
@@ -155,4 +164,4 @@ def _group_lengths(
     return torch.floor_divide(numer, per_feature[1].view(-1, 1)).view(-1)
 
 
-KERNELS = {_OP: {"PrivateUse1": jagged_unique_indices_npu}}
+KERNELS = {JAGGED_UNIQUE_INDICES: {"PrivateUse1": jagged_unique_indices_npu}}

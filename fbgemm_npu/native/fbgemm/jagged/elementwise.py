@@ -200,19 +200,21 @@ def jagged_dense_dense_elementwise_add_jagged_output_forward_npu(
 ) -> torch.Tensor:
     """``x_values + to_jagged(y_0) + to_jagged(y_1)``; one index, one scatter of both (14)."""
     op = JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT_FORWARD
-    return _ddadd(op, x_values, x_offsets, y_0, y_1)
+    return _dense_dense_add(op, x_values, x_offsets, y_0, y_1)
 
 
 def jagged_dense_dense_elementwise_add_jagged_output_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y_0: torch.Tensor, y_1: torch.Tensor
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """``(..._forward(x_values, x_offsets, y_0, y_1), x_offsets)``."""
-    return _ddadd(
+    return _dense_dense_add(
         JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT, x_values, x_offsets, y_0, y_1
     ), list(x_offsets)
 
 
-def _ddadd(op: str, x_values: object, x_offsets: object, y_0: object, y_1: object) -> torch.Tensor:
+def _dense_dense_add(
+    op: str, x_values: object, x_offsets: object, y_0: object, y_1: object
+) -> torch.Tensor:
     x, offsets, (y0, y1) = _jagged_args(op, x_values, x_offsets, ("y_0", y_0), ("y_1", y_1))
     total = x.size(0)
     if y0.shape != y1.shape or y0.dtype != y1.dtype:  # rare: two scatters, upstream's rounding
@@ -279,25 +281,33 @@ class _AddJagged(torch.autograd.Function):
         return (grad, gy, gy if ctx.two else None, *([None] * len(offsets)))
 
 
-def _add_autograd(x_values, x_offsets, y):  # noqa: ANN001, ANN202
+def _add_autograd(
+    x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
+) -> torch.Tensor:
     if needs_grad(x_values, y):
         return _Add.apply(x_values, y, *x_offsets)
     return below_autograd(_F.jagged_dense_elementwise_add, x_values, x_offsets, y)
 
 
-def _mul_autograd(x_values, x_offsets, y):  # noqa: ANN001, ANN202
+def _mul_autograd(
+    x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     if needs_grad(x_values, y):
         return _Mul.apply(x_values, y, *x_offsets), list(x_offsets)
     return below_autograd(_F.jagged_dense_elementwise_mul, x_values, x_offsets, y)
 
 
-def _add_jo_autograd(x_values, x_offsets, y):  # noqa: ANN001, ANN202
+def _add_jagged_output_autograd(
+    x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     if needs_grad(x_values, y):
         return _AddJagged.apply(x_values, y, None, *x_offsets), list(x_offsets)
     return below_autograd(_F.jagged_dense_elementwise_add_jagged_output, x_values, x_offsets, y)
 
 
-def _ddadd_autograd(x_values, x_offsets, y_0, y_1):  # noqa: ANN001, ANN202
+def _dense_dense_add_autograd(
+    x_values: torch.Tensor, x_offsets: list[torch.Tensor], y_0: torch.Tensor, y_1: torch.Tensor
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     if needs_grad(x_values, y_0, y_1):
         return _AddJagged.apply(x_values, y_0, y_1, *x_offsets), list(x_offsets)
     return below_autograd(
@@ -320,11 +330,11 @@ KERNELS = {
     },
     JAGGED_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT: {
         "PrivateUse1": jagged_dense_elementwise_add_jagged_output_npu,
-        "AutogradPrivateUse1": _add_jo_autograd,
+        "AutogradPrivateUse1": _add_jagged_output_autograd,
     },
     JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT: {
         "PrivateUse1": jagged_dense_dense_elementwise_add_jagged_output_npu,
-        "AutogradPrivateUse1": _ddadd_autograd,
+        "AutogradPrivateUse1": _dense_dense_add_autograd,
     },
     JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT_FORWARD: {
         "PrivateUse1": jagged_dense_dense_elementwise_add_jagged_output_forward_npu

@@ -142,7 +142,7 @@ def batched_dense_vec_jagged_2d_mul_backward_npu(
     return v_grad, a_grad
 
 
-class _Bdvj(torch.autograd.Function):
+class _BatchedDenseVecJagged2DMul(torch.autograd.Function):
     @staticmethod
     def forward(ctx, v, a_values, a_offsets):  # type: ignore[override]
         ctx.save_for_backward(v, a_values, a_offsets)
@@ -157,7 +157,7 @@ class _Bdvj(torch.autograd.Function):
 
 def _autograd(v: torch.Tensor, a_values: torch.Tensor, a_offsets: torch.Tensor) -> torch.Tensor:
     if needs_grad(v, a_values):
-        return _Bdvj.apply(v, a_values, a_offsets)
+        return _BatchedDenseVecJagged2DMul.apply(v, a_values, a_offsets)
     return below_autograd(_F.batched_dense_vec_jagged_2d_mul_forward, v, a_values, a_offsets)
 
 

@@ -30,7 +30,7 @@ int32 or int64.  Autograd: CUDA registers it for ``stacked_jagged_2d_to_dense`` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -254,7 +254,13 @@ class _Stacked2D(torch.autograd.Function):
         return (grad_values[:n], None, None, None, None)
 
 
-def _stacked_2d_autograd(values, lengths, offset_per_key, max_lengths_per_key, padding_value=0):  # noqa: ANN001, ANN202
+def _stacked_2d_autograd(
+    values: torch.Tensor,
+    lengths: torch.Tensor,
+    offset_per_key: list[int],
+    max_lengths_per_key: list[int],
+    padding_value: int = 0,
+) -> list[torch.Tensor]:
     if needs_grad(values):
         return list(
             _Stacked2D.apply(values, lengths, offset_per_key, max_lengths_per_key, padding_value)
@@ -269,8 +275,14 @@ def _stacked_2d_autograd(values, lengths, offset_per_key, max_lengths_per_key, p
     )
 
 
-def _stacked_meta(ndim: int):  # noqa: ANN202
-    def meta(values, lengths, offset_per_key, max_lengths_per_key, padding_value=0):  # noqa: ANN001, ANN202
+def _stacked_meta(ndim: int) -> Callable[..., list[torch.Tensor]]:
+    def meta(
+        values: torch.Tensor,
+        lengths: torch.Tensor,
+        offset_per_key: list[int],
+        max_lengths_per_key: list[int],
+        padding_value: int = 0,
+    ) -> list[torch.Tensor]:
         t = lengths.size(0)
         inner = () if ndim == 1 else (values.size(1),)
         return [

@@ -8,17 +8,18 @@ output segment lengths into that per-element source index with four launches and
 
 Checks: the properties only the data knows (permute indices in range, lengths non-negative, the
 lengths' sum within the values, a given output size equal to the lengths' sum) are gathered in a
-:class:`Bounds` as 0-d device tensors with an allowed range each, then verified in one go:
+:class:`~fbgemm_npu.native._checks.DataChecks` as 0-d device tensors with an allowed range each,
+then verified in one go:
 
-* :meth:`Bounds.read_with` when the op reads a size back to the host anyway
-  (``permuted_lengths_sum`` is None): the checked scalars travel in the same device-to-host copy
-  as the size, so the checks cost one ``stack`` and no extra sync, and the error names the exact
-  argument that failed;
-* :meth:`Bounds.assert_on_device` otherwise: ``stack``, one host-to-device copy of the bounds,
-  ``clamp``, ``eq``, ``all`` and one ``_assert_async`` (:func:`check_on_device`): six launches
-  whatever the number of conditions, no sync.
+* :meth:`~fbgemm_npu.native._checks.DataChecks.read_with` when the op reads a size back to the
+  host anyway (``permuted_lengths_sum`` is None): the checked scalars travel in the same
+  device-to-host copy as the size, so the checks cost one ``stack`` and no extra sync, and the
+  error names the exact argument that failed;
+* :meth:`~fbgemm_npu.native._checks.DataChecks.assert_on_device` otherwise: ``stack``, one
+  host-to-device copy of the bounds, ``clamp``, ``eq``, ``all`` and one ``_assert_async``
+  (:func:`check_on_device`): six launches whatever the number of conditions, no sync.
 
-Both are skipped when ``FBGEMM_NPU_VALIDATE=0`` (see ``_checks.py``).
+Both are skipped when ``FBGEMM_NPU_VALIDATE=0`` (see :mod:`fbgemm_npu.native._checks`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import torch
 
 from fbgemm_npu.native._checks import (
+    INDEX_DTYPES,
     DataChecks,
     check_dtype,
     check_ndim,
@@ -37,10 +39,8 @@ from fbgemm_npu.native._checks import (
 )
 
 __all__ = [
-    "INDEX_DTYPES",
     "VALUE_DTYPES",
     "WEIGHT_DTYPES",
-    "Bounds",
     "check_args",
     "check_out_buffers",
     "expand",
@@ -50,7 +50,6 @@ __all__ = [
     "segment_gather_index",
 ]
 
-INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
 # What upstream's CPU and CUDA kernels both gather as values (FBGEMM_DISPATCH_ALL_TYPES).
 VALUE_DTYPES: tuple[torch.dtype, ...] = (
     torch.int32,
@@ -83,10 +82,6 @@ def segment_gather_index(d: torch.Tensor, out_lengths: torch.Tensor, total: int)
     idx = torch.repeat_interleave(d.reshape(-1), out_lengths.reshape(-1), output_size=total)
     idx.add_(torch.arange(total, dtype=idx.dtype, device=idx.device))
     return idx
-
-
-# The permute checks are the shared data-check collector (one read or one _assert_async per call).
-Bounds = DataChecks
 
 
 def check_args(
@@ -145,7 +140,7 @@ def permute_rows(
     values_name: str = "values",
     outs: OutBuffers = (None, None, None),
 ) -> Out:
-    """The sparse-data permute on ``lengths`` of shape ``(T_in, B)``; see ``permute.py``.
+    """The sparse-data permute on ``lengths`` of shape ``(T_in, B)``; see :mod:`.permute`.
 
     ``outs``: preallocated (lengths, values, weights) outputs, checked by
     :func:`check_out_buffers`; the gathers write into them (``out=``), no extra launch.
@@ -171,7 +166,7 @@ def permute_rows(
     if weights is not None:
         n_avail = min(n_avail, weights.size(0))
         limit += f" and weights.size(0) ({weights.size(0)})"
-    bounds = Bounds(op)
+    bounds = DataChecks(op)
     index = perm
     if validation_enabled():
         low, high = torch.aminmax(perm)
@@ -190,13 +185,11 @@ def permute_rows(
     else:
         total = permuted_lengths_sum
         if bounds.items:
-            bounds.add(
-                out_incl[-1],
-                total,
-                total,
+            what = (
                 f"argument 'permuted_lengths_sum' ({total}) must equal the sum of the permuted "
-                "lengths",
+                "lengths"
             )
+            bounds.add(out_incl[-1], total, total, what)
             bounds.assert_on_device()
     idx = _finish_index(index, in_incl, out_incl, permuted_lengths, total, flat_values.numel())
     for name, given in (("permuted_indices_out", outs[1]), ("permuted_weights_out", outs[2])):
@@ -331,14 +324,14 @@ def expand(
     ends = output_offset.reshape(-1)
     out_lengths = ends[1:] - ends[:-1]
     if validation_enabled():
-        bounds = Bounds(op)
+        bounds = DataChecks(op)
         low, high = torch.aminmax(flat)
         bounds.add(low, 0, None, f"argument 'permute' must hold indices in [0, {n})")
         bounds.add(high, None, n - 1, f"argument 'permute' must hold indices in [0, {n})")
         bounds.add(out_lengths.amin(), 0, None, "argument 'output_offset' must be non-decreasing")
         bounds.add(ends[0], 0, 0, "argument 'output_offset' must start at 0")
-        bounds.add(ends[-1], output_size, output_size, "argument 'output_offset' must end at "
-                   f"output_size ({output_size})")  # fmt: skip
+        what = f"argument 'output_offset' must end at output_size ({output_size})"
+        bounds.add(ends[-1], output_size, output_size, what)
         bounds.assert_on_device()  # raises before the gather below reads out of bounds
     d = starts_in.index_select(0, flat)
     d.sub_(ends[:-1])

@@ -13,8 +13,8 @@ a KJT out) and ``permute`` of ``T`` feature indices::
 
 with ``s``/``o`` the exclusive cumsums of ``lengths``/``permuted_lengths`` (row-major).  ``permute``
 may repeat or drop features.  The 1-D form permutes single segments (``B = 1``).  The values are
-one gather ``values[idx]`` with ``idx`` from ``_permute_utils.segment_gather_index`` (int32 when
-every position fits, halving its bytes).
+one gather ``values[idx]`` with ``idx`` from :func:`._utils.segment_gather_index` (int32 when every
+position fits, halving its bytes).
 
 Semantics measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0) and read from its CUDA ones:
 
@@ -44,16 +44,16 @@ or a failed huge allocation).
 Launches per call (``FBGEMM_NPU_VALIDATE=0``): 10 without weights, 11 with (the lengths gather,
 two cumsums, the start gather and difference, four for the gather index, one gather per output
 tensor); budget 10.  Data checks add 4 launches when ``permuted_lengths_sum`` is None (the checked
-scalars ride on the sync that reads the output size) and 9 when it is given (see
-``_permute_utils``).  Syncs: 1 if ``permuted_lengths_sum`` is None, else 0.  ATen has no
-"segment arange" op; a fused kernel (one launch for the lengths, one for the data, as upstream's
-CUDA has) is the remedy.
+scalars ride on the sync that reads the output size) and 9 when it is given (see :mod:`._utils`).
+Syncs: 1 if ``permuted_lengths_sum`` is None, else 0.  ATen has no "segment arange" op; a fused
+kernel (one launch for the lengths, one for the data, as upstream's CUDA has) is the remedy.
 """
 
 from __future__ import annotations
 
 import torch
 
+from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import check_ndim, check_same_dtype
 from fbgemm_npu.native.fbgemm.permute import _utils as _pi
 
@@ -70,16 +70,32 @@ __all__ = [
     "permute_sparse_features_npu",
 ]
 
-_P1D = "fbgemm::permute_1D_sparse_data"
-_P2D = "fbgemm::permute_2D_sparse_data"
-_P2D_IN1D = "fbgemm::permute_2D_sparse_data_input1D"
-_P2D_PRE = "fbgemm::permute_2D_sparse_preallocated_out"
-_LEGACY = "fbgemm::permute_sparse_data"
-_PSF = "fbgemm::permute_sparse_features"
-_INVERT = "fbgemm::invert_permute"
-_EXPAND = "fbgemm::expand_into_jagged_permute"
+PERMUTE_1D_SPARSE_DATA = "fbgemm::permute_1D_sparse_data"
+PERMUTE_2D_SPARSE_DATA = "fbgemm::permute_2D_sparse_data"
+PERMUTE_2D_SPARSE_DATA_INPUT1D = "fbgemm::permute_2D_sparse_data_input1D"
+PERMUTE_2D_SPARSE_PREALLOCATED_OUT = "fbgemm::permute_2D_sparse_preallocated_out"
+PERMUTE_SPARSE_DATA = "fbgemm::permute_sparse_data"
+PERMUTE_SPARSE_FEATURES = "fbgemm::permute_sparse_features"
+INVERT_PERMUTE = "fbgemm::invert_permute"
+EXPAND_INTO_JAGGED_PERMUTE = "fbgemm::expand_into_jagged_permute"
 
 Out = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+
+
+def _permute_2d(
+    op: str,
+    permute: torch.Tensor,
+    lengths: torch.Tensor,
+    values: torch.Tensor,
+    weights: torch.Tensor | None,
+    permuted_lengths_sum: int | None,
+    outs: _pi.OutBuffers = (None, None, None),
+) -> Out:
+    """The checks and the program of the 2-D sparse-data permutes."""
+    _pi.check_args(op, permute, lengths, values, weights, permuted_lengths_sum)
+    check_ndim(op, "lengths", lengths, (2,))
+    _pi.check_out_buffers(op, outs, permute, lengths, values, weights)
+    return _pi.permute_rows(op, permute, lengths, values, weights, permuted_lengths_sum, outs=outs)
 
 
 def permute_2D_sparse_data_npu(
@@ -94,9 +110,8 @@ def permute_2D_sparse_data_npu(
     Returns ``(permuted_lengths (T, B), permuted_values (total,), permuted_weights (total[, C]) or
     None)``.  Launches: 10 (11 with weights) + checks; syncs: 1 if ``permuted_lengths_sum`` is None.
     """
-    _pi.check_args(_P2D, permute, lengths, values, weights, permuted_lengths_sum)
-    check_ndim(_P2D, "lengths", lengths, (2,))
-    return _pi.permute_rows(_P2D, permute, lengths, values, weights, permuted_lengths_sum)
+    op = PERMUTE_2D_SPARSE_DATA
+    return _permute_2d(op, permute, lengths, values, weights, permuted_lengths_sum)
 
 
 def permute_sparse_data_npu(
@@ -108,9 +123,7 @@ def permute_sparse_data_npu(
 ) -> Out:
     """``fbgemm::permute_sparse_data``, upstream's older name of :func:`permute_2D_sparse_data_npu`
     (same kernel upstream; no autograd there)."""
-    _pi.check_args(_LEGACY, permute, lengths, values, weights, permuted_lengths_sum)
-    check_ndim(_LEGACY, "lengths", lengths, (2,))
-    return _pi.permute_rows(_LEGACY, permute, lengths, values, weights, permuted_lengths_sum)
+    return _permute_2d(PERMUTE_SPARSE_DATA, permute, lengths, values, weights, permuted_lengths_sum)
 
 
 def permute_2D_sparse_preallocated_out_npu(
@@ -135,13 +148,9 @@ def permute_2D_sparse_preallocated_out_npu(
     third output is None, as upstream returns.  Launches and syncs as
     :func:`permute_2D_sparse_data_npu`.
     """
-    _pi.check_args(_P2D_PRE, permute, lengths, values, weights, permuted_lengths_sum)
-    check_ndim(_P2D_PRE, "lengths", lengths, (2,))
     outs = (permuted_lengths_out, permuted_indices_out, permuted_weights_out)
-    _pi.check_out_buffers(_P2D_PRE, outs, permute, lengths, values, weights)
-    return _pi.permute_rows(
-        _P2D_PRE, permute, lengths, values, weights, permuted_lengths_sum, outs=outs
-    )
+    op = PERMUTE_2D_SPARSE_PREALLOCATED_OUT
+    return _permute_2d(op, permute, lengths, values, weights, permuted_lengths_sum, outs)
 
 
 def permute_1D_sparse_data_npu(
@@ -157,10 +166,10 @@ def permute_1D_sparse_data_npu(
     Returns ``(permuted_lengths (T,), permuted_values, permuted_weights or None)``.  Launches and
     syncs as :func:`permute_2D_sparse_data_npu` (it is that kernel with ``B = 1``).
     """
-    _pi.check_args(_P1D, permute, lengths, values, weights, permuted_lengths_sum)
+    _pi.check_args(PERMUTE_1D_SPARSE_DATA, permute, lengths, values, weights, permuted_lengths_sum)
     rows = lengths.reshape(-1, 1)
     out_lengths, out_values, out_weights = _pi.permute_rows(
-        _P1D, permute, rows, values, weights, permuted_lengths_sum
+        PERMUTE_1D_SPARSE_DATA, permute, rows, values, weights, permuted_lengths_sum
     )
     return out_lengths.view(-1), out_values, out_weights
 
@@ -178,21 +187,22 @@ def permute_2D_sparse_data_input1D_npu(
 
     Launches and syncs as :func:`permute_2D_sparse_data_npu`.
     """
-    _pi.check_args(_P2D_IN1D, permute, lengths, values, weights, permuted_lengths_sum)
+    op = PERMUTE_2D_SPARSE_DATA_INPUT1D
+    _pi.check_args(op, permute, lengths, values, weights, permuted_lengths_sum)
     if stride <= 0 or lengths.numel() % stride != 0:
         raise ValueError(
-            f"{_P2D_IN1D}: argument 'stride' must be positive and divide lengths.numel() "
+            f"{op}: argument 'stride' must be positive and divide lengths.numel() "
             f"({lengths.numel()}), got {stride}"
         )
     try:
         rows = lengths.view(-1, stride)
     except RuntimeError as exc:  # strides that no view can split: upstream's view fails too
         raise ValueError(
-            f"{_P2D_IN1D}: argument 'lengths' (shape {tuple(lengths.shape)}, strides "
+            f"{op}: argument 'lengths' (shape {tuple(lengths.shape)}, strides "
             f"{lengths.stride()}) cannot be viewed as (-1, {stride}): {exc}"
         ) from exc
     out_lengths, out_values, out_weights = _pi.permute_rows(
-        _P2D_IN1D, permute, rows, values, weights, permuted_lengths_sum
+        op, permute, rows, values, weights, permuted_lengths_sum
     )
     return out_lengths.view(-1), out_values, out_weights
 
@@ -209,10 +219,12 @@ def permute_sparse_features_npu(
     Launches: as :func:`permute_2D_sparse_data_npu` with ``permuted_lengths_sum`` None; syncs: 1
     (the output size is data-dependent and no argument gives it), 0 for empty outputs.
     """
-    _pi.check_args(_PSF, permute, lengths, indices, weights, None, values_name="indices")
-    check_ndim(_PSF, "lengths", lengths, (2,))
-    check_same_dtype(_PSF, lengths=lengths, indices=indices)
-    return _pi.permute_rows(_PSF, permute, lengths, indices, weights, None)
+    _pi.check_args(
+        PERMUTE_SPARSE_FEATURES, permute, lengths, indices, weights, None, values_name="indices"
+    )
+    check_ndim(PERMUTE_SPARSE_FEATURES, "lengths", lengths, (2,))
+    check_same_dtype(PERMUTE_SPARSE_FEATURES, lengths=lengths, indices=indices)
+    return _pi.permute_rows(PERMUTE_SPARSE_FEATURES, permute, lengths, indices, weights, None)
 
 
 def invert_permute_npu(permute: torch.Tensor) -> torch.Tensor:
@@ -224,7 +236,7 @@ def invert_permute_npu(permute: torch.Tensor) -> torch.Tensor:
     Launches: 2 (``arange``, ``index_put_``); the permutation check adds 7 (a clamp for safe
     writes, a gather back, two compares, ``and``, ``all``, ``_assert_async``).  Syncs: 0.
     """
-    return _pi.invert(_INVERT, permute)
+    return _pi.invert(INVERT_PERMUTE, permute)
 
 
 def expand_into_jagged_permute_npu(
@@ -244,7 +256,7 @@ def expand_into_jagged_permute_npu(
     leaves garbage otherwise.  Launches: 7 (one difference for the output lengths, a gather and a
     difference for the starts, four for the index); checks add 8.  Syncs: 0.
     """
-    return _pi.expand(_EXPAND, permute, input_offset, output_offset, output_size)
+    return _pi.expand(EXPAND_INTO_JAGGED_PERMUTE, permute, input_offset, output_offset, output_size)
 
 
 class _Permute2DFunction(torch.autograd.Function):
@@ -267,10 +279,8 @@ class _Permute2DFunction(torch.autograd.Function):
         weights: torch.Tensor | None,
         permuted_lengths_sum: int | None,
     ) -> Out:
-        with torch._C._AutoDispatchBelowAutograd():
-            out = torch.ops.fbgemm.permute_2D_sparse_data(
-                permute, lengths, values, weights, permuted_lengths_sum
-            )
+        args = (permute, lengths, values, weights, permuted_lengths_sum)
+        out = below_autograd(torch.ops.fbgemm.permute_2D_sparse_data, *args)
         ctx.save_for_backward(permute, lengths)
         ctx.values_shape = values.shape
         ctx.weights_shape = None if weights is None else weights.shape
@@ -306,25 +316,22 @@ def permute_2D_sparse_data_autograd_npu(
 ) -> Out:
     """AutogradPrivateUse1: differentiable in ``values`` and ``weights``; without a gradient to
     track it goes straight to the PrivateUse1 kernel (no extra launch)."""
-    tracked = values.requires_grad or (weights is not None and weights.requires_grad)
-    if torch.is_grad_enabled() and tracked:
+    if needs_grad(values, weights):
         return _Permute2DFunction.apply(permute, lengths, values, weights, permuted_lengths_sum)
-    with torch._C._AutoDispatchBelowAutograd():
-        return torch.ops.fbgemm.permute_2D_sparse_data(
-            permute, lengths, values, weights, permuted_lengths_sum
-        )
+    args = (permute, lengths, values, weights, permuted_lengths_sum)
+    return below_autograd(torch.ops.fbgemm.permute_2D_sparse_data, *args)
 
 
 KERNELS = {
-    _P1D: {"PrivateUse1": permute_1D_sparse_data_npu},
-    _P2D: {
+    PERMUTE_1D_SPARSE_DATA: {"PrivateUse1": permute_1D_sparse_data_npu},
+    PERMUTE_2D_SPARSE_DATA: {
         "PrivateUse1": permute_2D_sparse_data_npu,
         "AutogradPrivateUse1": permute_2D_sparse_data_autograd_npu,
     },
-    _P2D_IN1D: {"PrivateUse1": permute_2D_sparse_data_input1D_npu},
-    _P2D_PRE: {"PrivateUse1": permute_2D_sparse_preallocated_out_npu},
-    _LEGACY: {"PrivateUse1": permute_sparse_data_npu},
-    _PSF: {"PrivateUse1": permute_sparse_features_npu},
-    _INVERT: {"PrivateUse1": invert_permute_npu},
-    _EXPAND: {"PrivateUse1": expand_into_jagged_permute_npu},
+    PERMUTE_2D_SPARSE_DATA_INPUT1D: {"PrivateUse1": permute_2D_sparse_data_input1D_npu},
+    PERMUTE_2D_SPARSE_PREALLOCATED_OUT: {"PrivateUse1": permute_2D_sparse_preallocated_out_npu},
+    PERMUTE_SPARSE_DATA: {"PrivateUse1": permute_sparse_data_npu},
+    PERMUTE_SPARSE_FEATURES: {"PrivateUse1": permute_sparse_features_npu},
+    INVERT_PERMUTE: {"PrivateUse1": invert_permute_npu},
+    EXPAND_INTO_JAGGED_PERMUTE: {"PrivateUse1": expand_into_jagged_permute_npu},
 }

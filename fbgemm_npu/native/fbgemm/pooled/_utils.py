@@ -1,4 +1,4 @@
-"""Index plans shared by the pooled-embedding kernels (``pooled.py``).
+"""Index plans shared by the pooled family's kernels (:mod:`.pooled`, :mod:`.regroup`).
 
 Every op of the family is a column permutation: output column ``c`` copies input column
 ``src[c]`` of the inputs concatenated along dim 1.  The kernels differ only in how they learn
@@ -26,6 +26,7 @@ import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from fbgemm_npu.native._checks import check_on_device, validation_enabled
+from fbgemm_npu.native._host import exclusive_cumsum
 
 __all__ = [
     "apply_src",
@@ -149,14 +150,6 @@ def kt_rows(
     return rows, in_lengths, out_lengths
 
 
-def _cum(sizes: Sequence[int]) -> list[int]:
-    out, acc = [], 0
-    for s in sizes:
-        out.append(acc)
-        acc += s
-    return out
-
-
 def host_src(
     op: str,
     rows: torch.Tensor,
@@ -176,9 +169,9 @@ def host_src(
     rows = rows.to(torch.int64)
     n_in, n_out = len(in_widths), len(out_widths)
     it, ot, io, oo, ln = (rows[:, k] for k in range(5))
-    in_cum = torch.tensor([*_cum(in_widths), 0], dtype=torch.int64)
+    in_cum = torch.tensor([*exclusive_cumsum(in_widths), 0], dtype=torch.int64)
     in_w = torch.tensor([*in_widths, -1], dtype=torch.int64)
-    out_cum = torch.tensor([*_cum(out_widths), 0], dtype=torch.int64)
+    out_cum = torch.tensor([*exclusive_cumsum(out_widths), 0], dtype=torch.int64)
     out_w = torch.tensor([*out_widths, -1], dtype=torch.int64)
     it_c = torch.where((it >= 0) & (it < n_in), it, n_in)  # out of range: a width of -1 fails
     ot_c = torch.where((ot >= 0) & (ot < n_out), ot, n_out)
@@ -232,9 +225,9 @@ def device_src(
     n_ids = max(n_in, n_out) + 1
     table = torch.zeros((n_ids, 2, 2), dtype=torch.int64)
     table[:, :, 0] = 1  # padding: the empty interval [1, 0)
-    table[:n_in, 0, 0] = torch.tensor(_cum(in_widths), dtype=torch.int64)
+    table[:n_in, 0, 0] = torch.tensor(exclusive_cumsum(in_widths), dtype=torch.int64)
     table[:n_in, 0, 1] = table[:n_in, 0, 0] + torch.tensor(list(in_widths), dtype=torch.int64)
-    table[:n_out, 1, 0] = torch.tensor(_cum(out_widths), dtype=torch.int64)
+    table[:n_out, 1, 0] = torch.tensor(exclusive_cumsum(out_widths), dtype=torch.int64)
     table[:n_out, 1, 1] = table[:n_out, 1, 0] + torch.tensor(list(out_widths), dtype=torch.int64)
     table = upload(table, device)
     ids = permutes[:, 0:2].clamp(0, n_ids - 1)  # safe to index with; bad ids fail the check

@@ -36,9 +36,9 @@ __all__ = [
     "sum_reduce_to_one_npu",
 ]
 
-_MERGE = "fbgemm::merge_pooled_embeddings"
-_ALL_TO_ONE = "fbgemm::all_to_one_device"
-_SUM_REDUCE = "fbgemm::sum_reduce_to_one"
+MERGE_POOLED_EMBEDDINGS = "fbgemm::merge_pooled_embeddings"
+ALL_TO_ONE_DEVICE = "fbgemm::all_to_one_device"
+SUM_REDUCE_TO_ONE = "fbgemm::sum_reduce_to_one"
 
 
 def _npu_type() -> str:
@@ -93,15 +93,15 @@ def merge_pooled_embeddings_npu(
     input not on the target + 1 ``cat``: at most 2 per input.  Syncs: 0 for an npu target; a
     CPU target costs one device-to-host copy per input (the caller asked for host memory).
     """
-    inputs, kind = _inputs(_MERGE, "pooled_embeddings", pooled_embeddings)
-    target = _target(_MERGE, target_device, kind, allow_cpu=True)
+    inputs, kind = _inputs(MERGE_POOLED_EMBEDDINGS, "pooled_embeddings", pooled_embeddings)
+    target = _target(MERGE_POOLED_EMBEDDINGS, target_device, kind, allow_cpu=True)
     moved = [t if t.device == target else t.to(target) for t in inputs]
     out = torch.empty(0, dtype=moved[0].dtype, device=target)
     try:
         return torch.cat(moved, dim=cat_dim, out=out)
     except (RuntimeError, IndexError) as exc:  # shapes, ranks, cat_dim or dtypes that disagree
         raise ValueError(
-            f"{_MERGE}: argument 'pooled_embeddings' cannot be concatenated along "
+            f"{MERGE_POOLED_EMBEDDINGS}: argument 'pooled_embeddings' cannot be concatenated along "
             f"cat_dim={cat_dim} into {moved[0].dtype}: {exc}"
         ) from exc
 
@@ -113,8 +113,8 @@ def all_to_one_device_npu(
 
     Any dtype and shape.  Launches: 1 copy per input not on the target, 0 otherwise.  Syncs: 0.
     """
-    inputs, kind = _inputs(_ALL_TO_ONE, "input_tensors", input_tensors)
-    target = _target(_ALL_TO_ONE, target_device, kind)
+    inputs, kind = _inputs(ALL_TO_ONE_DEVICE, "input_tensors", input_tensors)
+    target = _target(ALL_TO_ONE_DEVICE, target_device, kind)
     return [t if t.device == target else t.to(target) for t in inputs]
 
 
@@ -126,13 +126,14 @@ def sum_reduce_to_one_npu(
     Dtype and shape of the first input.  Launches: 1 copy of the first input, then per later
     input 1 ``add_`` plus 1 copy when it is not on the target: at most 2 per input.  Syncs: 0.
     """
-    inputs, kind = _inputs(_SUM_REDUCE, "input_tensors", input_tensors)
-    target = _target(_SUM_REDUCE, target_device, kind)
+    op = SUM_REDUCE_TO_ONE
+    inputs, kind = _inputs(op, "input_tensors", input_tensors)
+    target = _target(op, target_device, kind)
     first = inputs[0]
     for k, t in enumerate(inputs[1:], 1):
         if not torch.can_cast(torch.result_type(first, t), first.dtype):
             raise ValueError(
-                f"{_SUM_REDUCE}: argument 'input_tensors[{k}]' ({t.dtype}) cannot be added into "
+                f"{op}: argument 'input_tensors[{k}]' ({t.dtype}) cannot be added into "
                 f"the sum, which has input_tensors[0]'s dtype {first.dtype}"
             )
         try:
@@ -141,7 +142,7 @@ def sum_reduce_to_one_npu(
             shape = None
         if shape != first.shape:
             raise ValueError(
-                f"{_SUM_REDUCE}: argument 'input_tensors[{k}]' of shape {tuple(t.shape)} does "
+                f"{op}: argument 'input_tensors[{k}]' of shape {tuple(t.shape)} does "
                 f"not broadcast to input_tensors[0]'s shape {tuple(first.shape)}"
             )
     # A copy even on the target: the inputs are the caller's and are not written to.
@@ -152,7 +153,7 @@ def sum_reduce_to_one_npu(
 
 
 KERNELS = {
-    _MERGE: {"PrivateUse1": merge_pooled_embeddings_npu},
-    _ALL_TO_ONE: {"PrivateUse1": all_to_one_device_npu},
-    _SUM_REDUCE: {"PrivateUse1": sum_reduce_to_one_npu},
+    MERGE_POOLED_EMBEDDINGS: {"PrivateUse1": merge_pooled_embeddings_npu},
+    ALL_TO_ONE_DEVICE: {"PrivateUse1": all_to_one_device_npu},
+    SUM_REDUCE_TO_ONE: {"PrivateUse1": sum_reduce_to_one_npu},
 }

@@ -4,7 +4,7 @@
 The permutation is a column gather: output column ``c`` = input column ``src[c]``, ``src`` derived
 from the index lists with a fixed number of launches, the gather one ``index_select``.  The
 regrouping ops of the family (``permute_multi_embedding``, ``regroup_keyed_tensor``,
-``kt_regroup_arguments``) are in ``pooled_regroup.py``, the cross-device ones in ``merge.py``.
+``kt_regroup_arguments``) are in :mod:`.regroup`, the cross-device ones in :mod:`.merge`.
 
 Semantics are upstream's CPU kernels' (fbgemm-gpu-cpu 1.8.0), measured: ``pooled_embs`` of rank
 >= 2 and any dtype (upstream's CUDA kernel: float types only), permuted along dim 1;
@@ -19,8 +19,11 @@ negative cut points); those are refused by one device check instead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
+from fbgemm_npu.native._autograd import below_autograd
 from fbgemm_npu.native._checks import (
     check_dtype,
     check_on_device,
@@ -36,11 +39,11 @@ __all__ = [
     "permute_pooled_embs_split_npu",
 ]
 
-F = torch.ops.fbgemm
-_PPE = "fbgemm::permute_pooled_embs"
-_PPE_SPLIT = "fbgemm::permute_pooled_embs_split"
-_PPE_AG = "fbgemm::permute_pooled_embs_auto_grad"
-_PPE_AG_SPLIT = "fbgemm::permute_pooled_embs_auto_grad_split"
+_F = torch.ops.fbgemm
+PERMUTE_POOLED_EMBS = "fbgemm::permute_pooled_embs"
+PERMUTE_POOLED_EMBS_SPLIT = "fbgemm::permute_pooled_embs_split"
+PERMUTE_POOLED_EMBS_AUTO_GRAD = "fbgemm::permute_pooled_embs_auto_grad"
+PERMUTE_POOLED_EMBS_AUTO_GRAD_SPLIT = "fbgemm::permute_pooled_embs_auto_grad_split"
 
 
 def _permute_src(
@@ -142,8 +145,9 @@ def permute_pooled_embs_npu(
     int64.  Launches: 11 on first use of an index pair (see ``_permute_src``; 6 with
     ``FBGEMM_NPU_VALIDATE=0``), 1 (``index_select``) when the pair is passed again.  Syncs: 0.
     """
+    op = PERMUTE_POOLED_EMBS
     return _permute(
-        _PPE, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
+        op, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
     )
 
 
@@ -155,22 +159,18 @@ def permute_pooled_embs_split_npu(
     inv_permute_list: torch.Tensor,
 ) -> torch.Tensor:
     """``permute_pooled_embs`` of the split build (same math, launches and syncs)."""
+    op = PERMUTE_POOLED_EMBS_SPLIT
     return _permute(
-        _PPE_SPLIT,
-        pooled_embs,
-        offset_dim_list,
-        permute_list,
-        inv_offset_dim_list,
-        inv_permute_list,
+        op, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
     )
 
 
 def _check_index_dtypes(op: str, offset_dim_list: object, permute_list: object) -> None:
     """The auto_grad ops check these first, even for an empty ``pooled_embs`` (as upstream)."""
-    check_dtype(op, "offset_dim_list", check_tensor(op, "offset_dim_list", offset_dim_list),
-                (torch.int64,))  # fmt: skip
-    check_dtype(op, "permute_list", check_tensor(op, "permute_list", permute_list),
-                (torch.int64,))  # fmt: skip
+    check_dtype(
+        op, "offset_dim_list", check_tensor(op, "offset_dim_list", offset_dim_list), (torch.int64,)
+    )
+    check_dtype(op, "permute_list", check_tensor(op, "permute_list", permute_list), (torch.int64,))
 
 
 def permute_pooled_embs_auto_grad_npu(
@@ -181,9 +181,10 @@ def permute_pooled_embs_auto_grad_npu(
     inv_permute_list: torch.Tensor,
 ) -> torch.Tensor:
     """PrivateUse1 of ``permute_pooled_embs_auto_grad`` (below autograd): the permute."""
-    _check_index_dtypes(_PPE_AG, offset_dim_list, permute_list)
+    op = PERMUTE_POOLED_EMBS_AUTO_GRAD
+    _check_index_dtypes(op, offset_dim_list, permute_list)
     return _permute(
-        _PPE_AG, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
+        op, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
     )
 
 
@@ -195,11 +196,11 @@ def permute_pooled_embs_auto_grad_split_npu(
     inv_permute_list: torch.Tensor,
 ) -> torch.Tensor:
     """PrivateUse1 of ``permute_pooled_embs_auto_grad_split`` (below autograd): the permute."""
-    _check_index_dtypes(_PPE_AG_SPLIT, offset_dim_list, permute_list)
+    op = PERMUTE_POOLED_EMBS_AUTO_GRAD_SPLIT
+    _check_index_dtypes(op, offset_dim_list, permute_list)
     return _permute(
-        _PPE_AG_SPLIT, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list,
-        inv_permute_list,
-    )  # fmt: skip
+        op, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
+    )
 
 
 class _PermutePooledEmbsFunction(torch.autograd.Function):
@@ -220,58 +221,44 @@ class _PermutePooledEmbsFunction(torch.autograd.Function):
     ) -> torch.Tensor:
         ctx.base = base  # type: ignore[attr-defined]
         ctx.save_for_backward(offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)
-        with torch._C._AutoDispatchBelowAutograd():
-            return getattr(F, op)(
-                pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
-            )
+        lists = (offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)
+        return below_autograd(getattr(_F, op), pooled_embs, *lists)
 
     @staticmethod
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         off, perm, inv_off, inv_perm = ctx.saved_tensors  # type: ignore[attr-defined]
-        base = getattr(F, ctx.base)  # type: ignore[attr-defined]
+        base = getattr(_F, ctx.base)  # type: ignore[attr-defined]
         return None, None, base(grad, inv_off, inv_perm, off, perm), None, None, None, None
 
 
-def permute_pooled_embs_auto_grad_autograd(
-    pooled_embs: torch.Tensor,
-    offset_dim_list: torch.Tensor,
-    permute_list: torch.Tensor,
-    inv_offset_dim_list: torch.Tensor,
-    inv_permute_list: torch.Tensor,
-) -> torch.Tensor:
-    """AutogradPrivateUse1 of ``permute_pooled_embs_auto_grad`` (launches as the forward op)."""
-    _check_index_dtypes(_PPE_AG, offset_dim_list, permute_list)
-    return _PermutePooledEmbsFunction.apply(
-        "permute_pooled_embs_auto_grad",
-        "permute_pooled_embs",
-        pooled_embs,
-        offset_dim_list,
-        permute_list,
-        inv_offset_dim_list,
-        inv_permute_list,
-    )
+def _autograd(op: str, base: str) -> Callable[..., torch.Tensor]:
+    """The ``AutogradPrivateUse1`` kernel of the auto_grad permute ``op`` (launches as the
+    forward op), its backward the non-autograd ``base`` op with the inverse lists."""
+    name = op.split("::", 1)[1]
+
+    def kernel(
+        pooled_embs: torch.Tensor,
+        offset_dim_list: torch.Tensor,
+        permute_list: torch.Tensor,
+        inv_offset_dim_list: torch.Tensor,
+        inv_permute_list: torch.Tensor,
+    ) -> torch.Tensor:
+        _check_index_dtypes(op, offset_dim_list, permute_list)
+        lists = (offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)
+        return _PermutePooledEmbsFunction.apply(name, base, pooled_embs, *lists)
+
+    kernel.__name__ = f"{name}_autograd"
+    return kernel
 
 
-def permute_pooled_embs_auto_grad_split_autograd(
-    pooled_embs: torch.Tensor,
-    offset_dim_list: torch.Tensor,
-    permute_list: torch.Tensor,
-    inv_offset_dim_list: torch.Tensor,
-    inv_permute_list: torch.Tensor,
-) -> torch.Tensor:
-    """AutogradPrivateUse1 of ``permute_pooled_embs_auto_grad_split``."""
-    _check_index_dtypes(_PPE_AG_SPLIT, offset_dim_list, permute_list)
-    return _PermutePooledEmbsFunction.apply(
-        "permute_pooled_embs_auto_grad_split",
-        "permute_pooled_embs_split",
-        pooled_embs,
-        offset_dim_list,
-        permute_list,
-        inv_offset_dim_list,
-        inv_permute_list,
-    )
+permute_pooled_embs_auto_grad_autograd = _autograd(
+    PERMUTE_POOLED_EMBS_AUTO_GRAD, "permute_pooled_embs"
+)
+permute_pooled_embs_auto_grad_split_autograd = _autograd(
+    PERMUTE_POOLED_EMBS_AUTO_GRAD_SPLIT, "permute_pooled_embs_split"
+)
 
 
 def _permute_pooled_embs_meta(
@@ -286,13 +273,13 @@ def _permute_pooled_embs_meta(
 
 
 KERNELS = {
-    _PPE: {"PrivateUse1": permute_pooled_embs_npu},
-    _PPE_SPLIT: {"PrivateUse1": permute_pooled_embs_split_npu},
-    _PPE_AG: {
+    PERMUTE_POOLED_EMBS: {"PrivateUse1": permute_pooled_embs_npu},
+    PERMUTE_POOLED_EMBS_SPLIT: {"PrivateUse1": permute_pooled_embs_split_npu},
+    PERMUTE_POOLED_EMBS_AUTO_GRAD: {
         "PrivateUse1": permute_pooled_embs_auto_grad_npu,
         "AutogradPrivateUse1": permute_pooled_embs_auto_grad_autograd,
     },
-    _PPE_AG_SPLIT: {
+    PERMUTE_POOLED_EMBS_AUTO_GRAD_SPLIT: {
         "PrivateUse1": permute_pooled_embs_auto_grad_split_npu,
         "AutogradPrivateUse1": permute_pooled_embs_auto_grad_split_autograd,
         "Meta": _permute_pooled_embs_meta,

@@ -3,7 +3,7 @@
 ``fbgemm::kt_regroup_arguments`` -- torchrec's ``KeyedTensor.regroup`` / ``KTRegroupAsDict`` path.
 
 Each regrouping is a column gather from the inputs concatenated along dim 1 (``src`` from
-``_pooled_utils``), its backward the matching ``index_add``.  Semantics are upstream's CPU
+``_utils``), its backward the matching ``index_add``.  Semantics are upstream's CPU
 kernels' (fbgemm-gpu-cpu 1.8.0), measured:
 
 * values float32, float16 or bfloat16, one dtype and device for all; ``permutes`` int32
@@ -37,10 +37,10 @@ __all__ = [
     "regroup_keyed_tensor_npu",
 ]
 
-_PME = "fbgemm::permute_multi_embedding"
-_PMEF = "fbgemm::permute_multi_embedding_function"
-_KT = "fbgemm::kt_regroup_arguments"
-_RKT = "fbgemm::regroup_keyed_tensor"
+PERMUTE_MULTI_EMBEDDING = "fbgemm::permute_multi_embedding"
+PERMUTE_MULTI_EMBEDDING_FUNCTION = "fbgemm::permute_multi_embedding_function"
+KT_REGROUP_ARGUMENTS = "fbgemm::kt_regroup_arguments"
+REGROUP_KEYED_TENSOR = "fbgemm::regroup_keyed_tensor"
 MULTI_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -50,8 +50,10 @@ def _multi_inputs(
     """Checked inputs read as ``(B, width)``, the batch ``B`` and the widths (metadata only)."""
     if len(pooled_embs) == 0:
         raise ValueError(f"{op}: argument 'pooled_embs' must not be empty")
-    named = {f"pooled_embs[{k}]": check_tensor(op, f"pooled_embs[{k}]", t)
-             for k, t in enumerate(pooled_embs)}  # fmt: skip
+    named = {
+        f"pooled_embs[{k}]": check_tensor(op, f"pooled_embs[{k}]", t)
+        for k, t in enumerate(pooled_embs)
+    }
     check_same_device(op, **named)
     check_dtype(op, "pooled_embs[0]", pooled_embs[0], MULTI_DTYPES)
     check_same_dtype(op, **named)
@@ -73,8 +75,13 @@ def _check_permutes(
     """``permutes`` int32 ``(P, 6)``; it, ``in_shapes`` and ``out_shapes`` on the inputs' device
     (upstream CUDA checks the same; its CPU kernel reads neither shape tensor)."""
     check_tensor(op, "permutes", permutes)
-    check_same_device(op, **{"pooled_embs[0]": first}, permutes=permutes, in_shapes=in_shapes,
-                      out_shapes=out_shapes)  # fmt: skip
+    check_same_device(
+        op,
+        **{"pooled_embs[0]": first},
+        permutes=permutes,
+        in_shapes=in_shapes,
+        out_shapes=out_shapes,
+    )
     check_dtype(op, "permutes", permutes, (torch.int32,))
     if permutes.dim() != 2 or permutes.size(1) != plans.PERMUTE_COLUMNS:
         raise ValueError(
@@ -94,7 +101,7 @@ def _multi_src(
     op: str, permutes: torch.Tensor, in_widths: list[int], out_widths: list[int]
 ) -> torch.Tensor:
     """``src`` for ``permutes``: memoised; else from the host rows our ``kt_regroup_arguments``
-    attached (1 upload); else derived on the device (``_pooled_utils.device_src``)."""
+    attached (1 upload); else derived on the device (:func:`._utils.device_src`)."""
     key = ("permute_multi_embedding", tuple(in_widths), tuple(out_widths))
     src = plans.memo_get(permutes, key)
     if src is None:
@@ -105,6 +112,21 @@ def _multi_src(
             src = plans.device_src(op, permutes, in_widths, out_widths)
         plans.memo_put(permutes, key, src)
     return src
+
+
+def _multi_call(
+    op: str,
+    pooled_embs: Sequence[torch.Tensor],
+    permutes: torch.Tensor,
+    in_shapes: torch.Tensor,
+    out_shapes: torch.Tensor,
+    out_lengths: Sequence[int],
+) -> tuple[list[torch.Tensor], int, list[int], list[int]]:
+    """Checks of a ``permute_multi_embedding`` call: ``(inputs as (B, width), B, input widths,
+    output widths)``."""
+    inputs, batch, widths = _multi_inputs(op, pooled_embs)
+    _check_permutes(op, permutes, inputs[0], in_shapes, out_shapes)
+    return inputs, batch, widths, _out_lengths(op, out_lengths)
 
 
 def permute_multi_embedding_function_npu(
@@ -127,10 +149,9 @@ def permute_multi_embedding_function_npu(
     ``kt_regroup_arguments`` or 17 to derive and check the plan on the device (9 with
     ``FBGEMM_NPU_VALIDATE=0``).  Syncs: 0.
     """
-    op = _PMEF
-    inputs, batch, widths = _multi_inputs(op, pooled_embs)
-    _check_permutes(op, permutes, inputs[0], in_shapes, out_shapes)
-    lengths = _out_lengths(op, out_lengths)
+    op = PERMUTE_MULTI_EMBEDDING_FUNCTION
+    call = _multi_call(op, pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
+    inputs, batch, widths, lengths = call
     if reverse:
         src = _multi_src(op, permutes, lengths, widths)
         return plans.scatter_src(inputs, src, lengths, batch)
@@ -145,10 +166,10 @@ def permute_multi_embedding_npu(
     out_lengths: Sequence[int],
 ) -> list[torch.Tensor]:
     """``permute_multi_embedding_function(..., reverse=False)``; same launches and syncs."""
-    inputs, _, widths = _multi_inputs(_PME, pooled_embs)
-    _check_permutes(_PME, permutes, inputs[0], in_shapes, out_shapes)
-    lengths = _out_lengths(_PME, out_lengths)
-    return plans.apply_src(inputs, _multi_src(_PME, permutes, widths, lengths), lengths)
+    op = PERMUTE_MULTI_EMBEDDING
+    call = _multi_call(op, pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
+    inputs, _, widths, lengths = call
+    return plans.apply_src(inputs, _multi_src(op, permutes, widths, lengths), lengths)
 
 
 class _GatherFunction(torch.autograd.Function):
@@ -199,10 +220,10 @@ def permute_multi_embedding_autograd(
     out_lengths: Sequence[int],
 ) -> list[torch.Tensor]:
     """AutogradPrivateUse1 of ``permute_multi_embedding``; backward = the reverse permutation."""
-    inputs, batch, widths = _multi_inputs(_PME, pooled_embs)
-    _check_permutes(_PME, permutes, inputs[0], in_shapes, out_shapes)
-    lengths = _out_lengths(_PME, out_lengths)
-    src = _multi_src(_PME, permutes, widths, lengths)
+    op = PERMUTE_MULTI_EMBEDDING
+    call = _multi_call(op, pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
+    _, batch, widths, lengths = call
+    src = _multi_src(op, permutes, widths, lengths)
     return list(_GatherFunction.apply(src, batch, lengths, *pooled_embs)) if lengths else []
 
 
@@ -213,13 +234,13 @@ def kt_regroup_arguments_npu(
     groups: Sequence[Sequence[str]],
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
     """``(permutes (P, 6) int32, in_shapes int32, out_shapes int32, out_lengths)`` on ``embs``'
-    device, computed on the host from the string keys (``_pooled_utils.kt_rows``).  The host rows
+    device, computed on the host from the string keys (:func:`._utils.kt_rows`).  The host rows
     are memoised for ``permutes``, so ``permute_multi_embedding`` needs no device plan for them.
 
     Launches: 3 (one host-to-device copy per tensor).  Syncs: 0.
     """
-    device = check_tensor(_KT, "embs", embs).device
-    rows, in_lengths, out_lengths = plans.kt_rows(_KT, keys, lengths, groups)
+    device = check_tensor(KT_REGROUP_ARGUMENTS, "embs", embs).device
+    rows, in_lengths, out_lengths = plans.kt_rows(KT_REGROUP_ARGUMENTS, keys, lengths, groups)
     host = _int32(rows).view(-1, plans.PERMUTE_COLUMNS)
     permutes = plans.upload(host, device)
     plans.memo_put(permutes, "kt_rows", host.to(torch.int64))
@@ -239,10 +260,10 @@ def _regroup_src(
     lengths: Sequence[Sequence[int]],
     groups: Sequence[Sequence[str]],
 ) -> tuple[list[torch.Tensor], int, torch.Tensor, list[int]]:
-    inputs, batch, widths = _multi_inputs(_RKT, pooled_embs)
-    rows, _, out_widths = plans.kt_rows(_RKT, keys, lengths, groups)
+    inputs, batch, widths = _multi_inputs(REGROUP_KEYED_TENSOR, pooled_embs)
+    rows, _, out_widths = plans.kt_rows(REGROUP_KEYED_TENSOR, keys, lengths, groups)
     host_rows = torch.tensor(rows, dtype=torch.int64).view(-1, plans.PERMUTE_COLUMNS)
-    src = plans.host_src(_RKT, host_rows, widths, out_widths, arg="lengths")
+    src = plans.host_src(REGROUP_KEYED_TENSOR, host_rows, widths, out_widths, arg="lengths")
     return inputs, batch, plans.upload(src, inputs[0].device), out_widths
 
 
@@ -272,13 +293,13 @@ def regroup_keyed_tensor_autograd(
 
 
 KERNELS = {
-    _PME: {
+    PERMUTE_MULTI_EMBEDDING: {
         "PrivateUse1": permute_multi_embedding_npu,
         "AutogradPrivateUse1": permute_multi_embedding_autograd,
     },
-    _PMEF: {"PrivateUse1": permute_multi_embedding_function_npu},
-    _KT: {"PrivateUse1": kt_regroup_arguments_npu},
-    _RKT: {
+    PERMUTE_MULTI_EMBEDDING_FUNCTION: {"PrivateUse1": permute_multi_embedding_function_npu},
+    KT_REGROUP_ARGUMENTS: {"PrivateUse1": kt_regroup_arguments_npu},
+    REGROUP_KEYED_TENSOR: {
         "PrivateUse1": regroup_keyed_tensor_npu,
         "AutogradPrivateUse1": regroup_keyed_tensor_autograd,
     },
