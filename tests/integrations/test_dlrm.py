@@ -32,10 +32,10 @@ from fbgemm_npu.examples.dlrm_train import SHARDING_TYPES
 from fbgemm_npu.testing.trace import trace
 
 MODELS = ("dlrm", "dcn")
-TINY = [
-    "--model", "all", "--sharding-type", "all", "--steps", "3", "--batch-size", "8",
-    "--num-embeddings", "100", "--embedding-dim", "8", "--timeout", "600",
-]  # fmt: skip
+TINY = (
+    "--model all --sharding-type all --steps 3 --batch-size 8 --num-embeddings 100 "
+    "--embedding-dim 8 --timeout 600"
+).split()
 
 Reports = dict[tuple[str, str], list[dlrm.RankReport]]
 
@@ -117,9 +117,11 @@ def test_the_main_job_says_which_device_and_passes(one_process: tuple[Reports, s
 def _world_of_one() -> Iterator[None]:
     assert not dist.is_initialized()
     dist.init_process_group(
-        "cpu:gloo,npu:hccl", init_method=f"tcp://127.0.0.1:{dlrm._free_port()}", rank=0,
+        "cpu:gloo,npu:hccl",
+        init_method=f"tcp://127.0.0.1:{dlrm._free_port()}",
+        rank=0,
         world_size=1,
-    )  # fmt: skip
+    )
     try:
         yield
     finally:
@@ -209,9 +211,13 @@ def test_tolerance_and_flags() -> None:
     assert isinstance(args, argparse.Namespace) and dlrm._runs(args) == [("dcn", "row_wise")]
     assert len(dlrm._runs(dlrm.parse_args(TINY))) == len(MODELS) * len(SHARDING_TYPES)
     assert SHARDING_TYPES[:6] == (
-        "data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise",
+        "data_parallel",
+        "table_wise",
+        "row_wise",
+        "column_wise",
+        "table_row_wise",
         "table_column_wise",
-    )  # fmt: skip
+    )
     for bad in (
         ["--embedding-dim", "6"],
         ["--steps", "0"],
