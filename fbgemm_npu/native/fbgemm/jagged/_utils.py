@@ -17,13 +17,13 @@ for every dense position ``(b, j_1, ..., j_k)``::
 levels after the first one ``index_select`` of ``(begin, end)`` pairs (an ``unfold`` view of the
 offsets).  Nothing loops over batch or rows; the launch count grows with ``k`` only.
 
-Input checks follow ``_checks.py``'s policy: metadata checks always, data checks through one
-``torch._assert_async`` per call.  Upstream reads and writes whatever the offsets point to without
-bounds checks, so the data check here is exactly "every position upstream would touch lies inside
-the tensor it touches" plus upstream's own check that ``offsets[d].numel() - 1`` equals the last
-entry of ``offsets[d - 1]``.  Inputs upstream handles without touching memory out of bounds
-(decreasing offsets, a last offset below ``values.size(0)``, offsets past the end that truncation
-never reaches) give upstream's result.
+Input checks follow the policy of :mod:`fbgemm_npu.native._checks`: metadata checks always, data
+checks through one ``torch._assert_async`` per call.  Upstream reads and writes whatever the
+offsets point to without bounds checks, so the data check here is exactly "every position
+upstream would touch lies inside the tensor it touches" plus upstream's own check that
+``offsets[d].numel() - 1`` equals the last entry of ``offsets[d - 1]``.  Inputs upstream
+handles without touching memory out of bounds (decreasing offsets, a last offset below
+``values.size(0)``, offsets past the end that truncation never reaches) give upstream's result.
 """
 
 from __future__ import annotations

@@ -153,6 +153,20 @@ def permute_2D_sparse_preallocated_out_npu(
     return _permute_2d(op, permute, lengths, values, weights, permuted_lengths_sum, outs)
 
 
+def _permute_flat(
+    op: str,
+    permute: torch.Tensor,
+    rows: torch.Tensor,
+    values: torch.Tensor,
+    weights: torch.Tensor | None,
+    permuted_lengths_sum: int | None,
+) -> Out:
+    """The sparse-data permute of the ``(T_in, B)`` view ``rows`` of a flat ``lengths``; the
+    permuted lengths come back flat."""
+    out = _pi.permute_rows(op, permute, rows, values, weights, permuted_lengths_sum)
+    return out[0].view(-1), out[1], out[2]
+
+
 def permute_1D_sparse_data_npu(
     permute: torch.Tensor,
     lengths: torch.Tensor,
@@ -166,12 +180,10 @@ def permute_1D_sparse_data_npu(
     Returns ``(permuted_lengths (T,), permuted_values, permuted_weights or None)``.  Launches and
     syncs as :func:`permute_2D_sparse_data_npu` (it is that kernel with ``B = 1``).
     """
-    _pi.check_args(PERMUTE_1D_SPARSE_DATA, permute, lengths, values, weights, permuted_lengths_sum)
+    op = PERMUTE_1D_SPARSE_DATA
+    _pi.check_args(op, permute, lengths, values, weights, permuted_lengths_sum)
     rows = lengths.reshape(-1, 1)
-    out_lengths, out_values, out_weights = _pi.permute_rows(
-        PERMUTE_1D_SPARSE_DATA, permute, rows, values, weights, permuted_lengths_sum
-    )
-    return out_lengths.view(-1), out_values, out_weights
+    return _permute_flat(op, permute, rows, values, weights, permuted_lengths_sum)
 
 
 def permute_2D_sparse_data_input1D_npu(
@@ -201,10 +213,7 @@ def permute_2D_sparse_data_input1D_npu(
             f"{op}: argument 'lengths' (shape {tuple(lengths.shape)}, strides "
             f"{lengths.stride()}) cannot be viewed as (-1, {stride}): {exc}"
         ) from exc
-    out_lengths, out_values, out_weights = _pi.permute_rows(
-        op, permute, rows, values, weights, permuted_lengths_sum
-    )
-    return out_lengths.view(-1), out_values, out_weights
+    return _permute_flat(op, permute, rows, values, weights, permuted_lengths_sum)
 
 
 def permute_sparse_features_npu(

@@ -145,24 +145,8 @@ def permute_pooled_embs_npu(
     int64.  Launches: 11 on first use of an index pair (see ``_permute_src``; 6 with
     ``FBGEMM_NPU_VALIDATE=0``), 1 (``index_select``) when the pair is passed again.  Syncs: 0.
     """
-    op = PERMUTE_POOLED_EMBS
-    return _permute(
-        op, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
-    )
-
-
-def permute_pooled_embs_split_npu(
-    pooled_embs: torch.Tensor,
-    offset_dim_list: torch.Tensor,
-    permute_list: torch.Tensor,
-    inv_offset_dim_list: torch.Tensor,
-    inv_permute_list: torch.Tensor,
-) -> torch.Tensor:
-    """``permute_pooled_embs`` of the split build (same math, launches and syncs)."""
-    op = PERMUTE_POOLED_EMBS_SPLIT
-    return _permute(
-        op, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
-    )
+    lists = (offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)
+    return _permute(PERMUTE_POOLED_EMBS, pooled_embs, *lists)
 
 
 def _check_index_dtypes(op: str, offset_dim_list: object, permute_list: object) -> None:
@@ -173,34 +157,41 @@ def _check_index_dtypes(op: str, offset_dim_list: object, permute_list: object) 
     check_dtype(op, "permute_list", check_tensor(op, "permute_list", permute_list), (torch.int64,))
 
 
-def permute_pooled_embs_auto_grad_npu(
-    pooled_embs: torch.Tensor,
-    offset_dim_list: torch.Tensor,
-    permute_list: torch.Tensor,
-    inv_offset_dim_list: torch.Tensor,
-    inv_permute_list: torch.Tensor,
-) -> torch.Tensor:
-    """PrivateUse1 of ``permute_pooled_embs_auto_grad`` (below autograd): the permute."""
-    op = PERMUTE_POOLED_EMBS_AUTO_GRAD
-    _check_index_dtypes(op, offset_dim_list, permute_list)
-    return _permute(
-        op, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
-    )
+def _variant(op: str, doc: str, check_lists: bool = False) -> Callable[..., torch.Tensor]:
+    """The PrivateUse1 kernel of ``op``, an op of ``permute_pooled_embs``' schema and math;
+    ``check_lists``: the index lists' dtypes are checked first (the auto_grad ops)."""
+
+    def kernel(
+        pooled_embs: torch.Tensor,
+        offset_dim_list: torch.Tensor,
+        permute_list: torch.Tensor,
+        inv_offset_dim_list: torch.Tensor,
+        inv_permute_list: torch.Tensor,
+    ) -> torch.Tensor:
+        if check_lists:
+            _check_index_dtypes(op, offset_dim_list, permute_list)
+        lists = (offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)
+        return _permute(op, pooled_embs, *lists)
+
+    kernel.__name__ = f"{op.split('::', 1)[1]}_npu"
+    kernel.__doc__ = doc
+    return kernel
 
 
-def permute_pooled_embs_auto_grad_split_npu(
-    pooled_embs: torch.Tensor,
-    offset_dim_list: torch.Tensor,
-    permute_list: torch.Tensor,
-    inv_offset_dim_list: torch.Tensor,
-    inv_permute_list: torch.Tensor,
-) -> torch.Tensor:
-    """PrivateUse1 of ``permute_pooled_embs_auto_grad_split`` (below autograd): the permute."""
-    op = PERMUTE_POOLED_EMBS_AUTO_GRAD_SPLIT
-    _check_index_dtypes(op, offset_dim_list, permute_list)
-    return _permute(
-        op, pooled_embs, offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list
-    )
+permute_pooled_embs_split_npu = _variant(
+    PERMUTE_POOLED_EMBS_SPLIT,
+    "``permute_pooled_embs`` of the split build (same math, launches and syncs).",
+)
+permute_pooled_embs_auto_grad_npu = _variant(
+    PERMUTE_POOLED_EMBS_AUTO_GRAD,
+    "PrivateUse1 of ``permute_pooled_embs_auto_grad`` (below autograd): the permute.",
+    check_lists=True,
+)
+permute_pooled_embs_auto_grad_split_npu = _variant(
+    PERMUTE_POOLED_EMBS_AUTO_GRAD_SPLIT,
+    "PrivateUse1 of ``permute_pooled_embs_auto_grad_split`` (below autograd): the permute.",
+    check_lists=True,
+)
 
 
 class _PermutePooledEmbsFunction(torch.autograd.Function):
