@@ -174,11 +174,10 @@ def _batch_index_select_dim0_autograd(
     if not needs_grad(inputs):
         return below_autograd(torch.ops.fbgemm.batch_index_select_dim0, inputs, indices, *args)
     _, indices_t = _check_args(inputs, indices, *args)
-    with torch._C._AutoDispatchBelowAutograd():
-        if indices_t.numel() == 0:
-            plan = _u.TableGather(torch.zeros(0, dtype=torch.int64, device=inputs.device), 1)
-        else:
-            plan = _gather_index(indices_t, *args)
+    if indices_t.numel() == 0:
+        plan = _u.TableGather(torch.zeros(0, dtype=torch.int64, device=inputs.device), 1)
+    else:
+        plan = below_autograd(_gather_index, indices_t, *args)
     return _GatherUnits.apply(inputs, plan.src, plan.unit)
 
 

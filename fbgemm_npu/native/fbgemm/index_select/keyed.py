@@ -184,11 +184,11 @@ def _keyed_jagged_index_select_dim1_autograd(
         args = (values, lengths, offsets, indices, batch_size, weights, selected_lengths_sum)
         return below_autograd(torch.ops.fbgemm.keyed_jagged_index_select_dim1, *args)
     _check_keyed_args(values, lengths, offsets, indices, batch_size, weights, selected_lengths_sum)
-    with torch._C._AutoDispatchBelowAutograd():
-        src, out_lengths = _keyed_select_index(
-            values.detach(), lengths, offsets, indices, batch_size, selected_lengths_sum
-        )
-        out_weights = None if weights is None else weights.detach().index_select(0, src)
+    args = (values.detach(), lengths, offsets, indices, batch_size, selected_lengths_sum)
+    src, out_lengths = below_autograd(_keyed_select_index, *args)
+    out_weights = None
+    if weights is not None:
+        out_weights = below_autograd(torch.index_select, weights.detach(), 0, src)
     extras = (out_lengths,) if out_weights is None else (out_lengths, out_weights)
     return list(_u.GatherRows.apply(values, src, *extras))
 
