@@ -143,6 +143,18 @@ def test_launch_limit_adds_checks_only_when_validating() -> None:
     assert budget.launch_limit(validating=True, units=2, path="total_num_blocks") == 7 * 2 + 3
 
 
+def test_launch_limit_takes_a_paths_own_check_cost() -> None:
+    budget = Budget(
+        launches=4, checks=3, paths={"dims_2": 6, "weights": 5}, path_checks={"dims_2": 8}
+    )
+    assert budget.launch_limit(validating=True, path="dims_2") == 6 + 8
+    assert budget.launch_limit(validating=False, path="dims_2") == 6
+    assert budget.launch_limit(validating=True, path="weights") == 5 + 3  # the common cost
+    assert budget.launch_limit(validating=True) == 4 + 3
+    with pytest.raises(ValueError, match="path_checks for unknown paths"):
+        Budget(launches=4, paths={"weights": 5}, path_checks={"dims_2": 8})
+
+
 def test_launch_limit_refuses_an_unknown_path() -> None:
     budget = Budget(launches=4, paths={"total_num_blocks": 7})
     with pytest.raises(KeyError, match=r"no path 'weights'.*total_num_blocks"):
