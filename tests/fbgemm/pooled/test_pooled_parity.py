@@ -5,6 +5,7 @@ kernels on CPU tensors, the Meta kernel.  Expected values come from upstream's C
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from fbgemm_npu.native.fbgemm.pooled import merge, pooled
@@ -92,3 +93,30 @@ def test_memoised_tensors_still_pickle() -> None:
 
     x, *lists = to_npu(pooled_args(3, 2, 2))
     F.permute_pooled_embs(x, *lists)
+
+
+def test_permute_multi_embedding_with_no_rows_takes_int64_permutes_like_upstream() -> None:
+    """With no rows upstream's CPU kernel never reads ``permutes`` (it accepts int64 then, and
+    refuses it for a non-empty batch): ours returns the same empty outputs, launching nothing."""
+    permutes = torch.tensor([[0, 0, 0, 0, 2, -1], [0, 1, 0, 0, 3, -1]])
+    shapes = torch.tensor([0, 3])
+    for rows in (0, 2):
+        embs = [torch.ones(rows, 3)]
+        try:
+            expected = F.permute_multi_embedding(embs, permutes, shapes, shapes, [2, 3])
+        except RuntimeError:
+            expected = None
+        args = [e.to(NPU) for e in embs], permutes.to(NPU), shapes.to(NPU), shapes.to(NPU)
+        if expected is None:
+            with pytest.raises(ValueError, match="argument 'permutes'"):
+                F.permute_multi_embedding(*args, [2, 3])
+            continue
+        got = F.permute_multi_embedding(*args, [2, 3])
+        assert (
+            [tuple(g.shape) for g in got]
+            == [tuple(e.shape) for e in expected]
+            == [
+                (0, 2),
+                (0, 3),
+            ]
+        )

@@ -82,7 +82,9 @@ def _check_permutes(
         in_shapes=in_shapes,
         out_shapes=out_shapes,
     )
-    check_dtype(op, "permutes", permutes, (torch.int32,))
+    # With no rows upstream's CPU kernel never reads ``permutes``, so it takes an int64 one too.
+    dtypes = (torch.int32,) if first.size(0) else (torch.int32, torch.int64)
+    check_dtype(op, "permutes", permutes, dtypes)
     if permutes.dim() != 2 or permutes.size(1) != plans.PERMUTE_COLUMNS:
         raise ValueError(
             f"{op}: argument 'permutes' must be 2-D with {plans.PERMUTE_COLUMNS} columns, got "
@@ -152,6 +154,8 @@ def permute_multi_embedding_function_npu(
     op = PERMUTE_MULTI_EMBEDDING_FUNCTION
     call = _multi_call(op, pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
     inputs, batch, widths, lengths = call
+    if batch == 0:
+        return _no_rows(inputs[0], lengths)
     if reverse:
         src = _multi_src(op, permutes, lengths, widths)
         return plans.scatter_src(inputs, src, lengths, batch)
@@ -168,8 +172,15 @@ def permute_multi_embedding_npu(
     """``permute_multi_embedding_function(..., reverse=False)``; same launches and syncs."""
     op = PERMUTE_MULTI_EMBEDDING
     call = _multi_call(op, pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
-    inputs, _, widths, lengths = call
+    inputs, batch, widths, lengths = call
+    if batch == 0:
+        return _no_rows(inputs[0], lengths)
     return plans.apply_src(inputs, _multi_src(op, permutes, widths, lengths), lengths)
+
+
+def _no_rows(first: torch.Tensor, lengths: Sequence[int]) -> list[torch.Tensor]:
+    """Outputs of a call with no rows: empty, never reading the plan (as upstream; no launch)."""
+    return [first.new_empty((0, n)) for n in lengths]
 
 
 class _GatherFunction(torch.autograd.Function):
