@@ -32,6 +32,7 @@ __all__ = [
     "INDEX_DTYPES",
     "DataChecks",
     "check_dtype",
+    "assert_on_device",
     "check_on_device",
     "check_ndim",
     "check_same_device",
@@ -63,7 +64,13 @@ def check_on_device(op: str, ok: torch.Tensor, what: str) -> None:
     Fold several conditions of one call into one ``ok`` (``&``) to keep the launch count down.
     """
     if validation_enabled():
-        torch._assert_async(ok, f"{op}: {what}")
+        assert_on_device(op, ok, what)
+
+
+def assert_on_device(op: str, ok: torch.Tensor, what: str) -> None:
+    """:func:`check_on_device` whatever ``FBGEMM_NPU_VALIDATE`` says: for checks that are the
+    op's contract, not our validation (``bounds_check_indices`` in ``BoundsCheckMode.FATAL``)."""
+    torch._assert_async(ok, f"{op}: {what}")
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -63,7 +63,12 @@ def test_bounds_check_indices_matches_upstream_cpu(mode: int) -> None:
         assert _bounds_check(mode, idx, off, rows, "npu", vbe) == expected, (idx, off, rows)
 
 
-def test_bounds_check_fatal_names_op_and_argument() -> None:
+@pytest.mark.parametrize("validate", ["1", "0"])
+def test_bounds_check_fatal_names_op_and_argument(
+    validate: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FATAL raising is the mode's contract, not our validation: FBGEMM_NPU_VALIDATE=0 keeps it."""
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", validate)
     idx = torch.tensor([0, 9], device=NPU)
     off = torch.tensor([0, 1, 2], device=NPU)
     warn = torch.zeros(1, dtype=torch.int64, device=NPU)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native._checks import check_on_device, check_tensor
+from fbgemm_npu.native._checks import assert_on_device, check_tensor
 from fbgemm_npu.native.fbgemm.tbe._utils import arange_cached
 from fbgemm_npu.native.fbgemm.tbe.forward import vbe_row_output_offsets
 
@@ -114,7 +114,7 @@ def bounds_check_indices_npu(
     idx_bad = ((indices < -1) | (indices >= n_rows)) & (ar >= fixed[:1])
     flags = torch.cat([last_bad, bag_bad, idx_bad])
     if mode == FATAL:
-        check_on_device(
+        assert_on_device(
             op,
             ~flags.any(),
             "argument 'indices' / 'offsets' out of bounds: every index must lie in "
