@@ -1,138 +1,44 @@
 """Run one conformance example: upstream fbgemm on CPU is the oracle, fbgemm_npu on npu the subject.
 
-An :class:`OpSpec` says how to call an op, which inputs are valid (a hypothesis strategy), how to
-compare (exact for integer / bool outputs, per-dtype tolerances for floats), when a float64
-reference replaces upstream as the oracle, and which entry of the op's ``BUDGETS`` (its family's
-``budgets.py``, the one place a budget is written) a call is held to.
+An :class:`~conformance.spec.OpSpec` (``conformance/spec.py``; its names are re-exported here)
+says how to call an op, which inputs are valid, how to compare and which budget holds a call.
 :func:`run_example` runs one drawn input on both sides and returns a :class:`CaseResult`; it never
-compares ours against our own implementation (DESIGN.md rule 4).
+compares ours against our own implementation (docs/design.md rule 4).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from hypothesis import strategies as st
 from torch.utils._pytree import tree_flatten, tree_map
 
+from conformance.spec import BudgetUse, CaseResult, Compare, OpSpec, TensorView, Tol
 from fbgemm_npu._registry import REGISTRY
 from fbgemm_npu.native._checks import validation_enabled
 from fbgemm_npu.testing import counters
 
-# If upstream raises one of these for an input, ours may raise any of them: DESIGN.md rule 7 asks
-# for a ValueError naming op and argument where upstream's C++ check raises a RuntimeError.
+__all__ = [
+    "USER_ERRORS",
+    "BudgetUse",
+    "CaseResult",
+    "Compare",
+    "Mismatch",
+    "OpSpec",
+    "TensorView",
+    "Tol",
+    "compare_outputs",
+    "describe",
+    "materialize",
+    "run_example",
+]
+
+# If upstream raises one of these for an input, ours may raise any of them: docs/design.md rule 9
+# asks for a ValueError naming op and argument where upstream's C++ check raises a RuntimeError.
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, RuntimeError, TypeError, IndexError)
-
-
-@dataclass(frozen=True)
-class Tol:
-    """``|ours - expected| <= atol + rtol * scale (+ slack)``; scale = ``|expected|`` unless the
-    spec gives one, slack = 0 unless the spec gives one (see :class:`Compare`)."""
-
-    rtol: float
-    atol: float
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Legacy: launches and syncs written in the spec.  Being replaced by :class:`BudgetUse`."""
-
-    launches: int
-    syncs: int
-
-
-@dataclass(frozen=True)
-class BudgetUse:
-    """Which budget of the op's family ``BUDGETS`` table one call is held to.
-
-    ``op``: the qualified op name (default ``fbgemm::<spec name up to the first '.'>``);
-    ``path``: a named argument path of that budget (``None``: the main path); ``units``: jagged
-    dims, distinct D or inputs where the budget is per unit; ``sized``: every optional output size
-    argument given (else the budget's ``syncs_unsized`` applies).  The data-check launches are
-    added when ``FBGEMM_NPU_VALIDATE`` is on.
-    """
-
-    op: str | None = None
-    path: str | None = None
-    units: int = 1
-    sized: bool = True
-
-
-@dataclass(frozen=True)
-class Compare:
-    """How outputs are compared.  Integer and bool outputs are always compared exactly.
-
-    ``tolerances``: float dtype -> :class:`Tol` (a float output whose dtype is missing fails).
-    ``scale``: optional ``scale(**inputs) -> outputs-shaped magnitudes`` replacing ``|expected|``
-    as what ``rtol`` is relative to (e.g. a running sum of ``|x|`` for a cumsum, whose partial sums
-    can cancel to near zero while the rounding error grows with the terms summed).
-    ``slack``: optional ``slack(**inputs) -> outputs-shaped absolute allowances`` (or ``None``)
-    added to the bound: e.g. upstream's own measured distance from the exact result, so that a
-    kernel more precise than upstream is not failed for upstream's rounding error.
-    """
-
-    tolerances: Mapping[torch.dtype, Tol] = field(default_factory=dict)
-    scale: Callable[..., Any] | None = None
-    slack: Callable[..., Any] | None = None
-
-
-@dataclass(frozen=True)
-class TensorView:
-    """A non-contiguous input: ``view(base)``, applied on each side after ``base`` is moved there
-    (``.to(device)`` would make most views contiguous)."""
-
-    base: torch.Tensor
-    view: Callable[[torch.Tensor], torch.Tensor]
-    label: str
-
-    def __repr__(self) -> str:
-        return f"{self.label}(base {tuple(self.base.shape)} {self.base.dtype})"
-
-
-@dataclass
-class OpSpec:
-    """One op's conformance contract.
-
-    ``op`` is called with the drawn inputs as keyword arguments (a dict) or positionally (a tuple).
-    ``reference`` (float64, CPU) is the oracle for the values when ``use_reference(**inputs)``
-    holds (default: always, once a reference is given); upstream still runs for the exception
-    behaviour, the output structure, shapes and dtypes.  ``backward=True`` checks the gradients of
-    ``grad_inputs`` (input names / positions) against the oracle's, with one random grad_output.
-    ``examples`` are explicit inputs (edge cases) that every run checks besides the drawn ones.
-    """
-
-    name: str
-    op: Callable[..., Any]
-    inputs: st.SearchStrategy[Any]
-    compare: Compare
-    budget: BudgetUse | Budget | Callable[..., BudgetUse | Budget] = BudgetUse()
-    reference: Callable[..., Any] | None = None
-    use_reference: Callable[..., bool] | None = None
-    backward: bool = False
-    grad_inputs: tuple[str | int, ...] = ()
-    examples: tuple[Any, ...] = ()  # edge cases run on every run, before the drawn ones
-    notes: str = ""
-
-
-@dataclass
-class CaseResult:
-    """The outcome of one example."""
-
-    spec: str
-    inputs: str  # a short description of the drawn inputs
-    oracle: str  # "upstream", "reference" or "raises"
-    ok: bool = True
-    message: str = ""
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    launches: int = 0
-    syncs: int = 0
-    unsupported: list[str] = field(default_factory=list)
-    over_budget: bool = False
 
 
 def describe(inputs: Any) -> str:
@@ -271,19 +177,27 @@ def _slack_text(k: torch.Tensor | None, i: tuple[int, ...]) -> str:
     return "" if k is None else f" + slack {k[i].abs().item():.3g}"
 
 
-def _budget(spec: OpSpec, inputs: Any) -> Budget:
-    """The launch and sync limits of this call, read from the op's ``BUDGETS`` entry."""
+def budget_use(spec: OpSpec, inputs: Any) -> BudgetUse:
+    """The :class:`BudgetUse` of this call (the spec's, or its callable's for these inputs)."""
     use = spec.budget
-    if not isinstance(use, (Budget, BudgetUse)):
-        use = _call(use, inputs)
-    if isinstance(use, Budget):
-        return use
-    qualname = use.op or f"fbgemm::{spec.name.split('.', 1)[0]}"
-    entry = REGISTRY.budgets.get(qualname)
+    return use if isinstance(use, BudgetUse) else _call(use, inputs)
+
+
+def budget_op(spec: OpSpec, use: BudgetUse) -> str:
+    """The qualified name whose budget holds the call."""
+    return use.op or "fbgemm::" + re.split(r"[.\[]", spec.name, maxsplit=1)[0]
+
+
+def _limits(spec: OpSpec, inputs: Any) -> tuple[int, int]:
+    """The (launches, syncs) this call may take, read from the op's ``BUDGETS`` entry."""
+    use = budget_use(spec, inputs)
+    entry = use.budget if use.budget is not None else REGISTRY.budgets.get(budget_op(spec, use))
     if entry is None:
-        raise LookupError(f"conformance: {qualname} has no entry in its family's BUDGETS table")
-    return Budget(
-        entry.launch_limit(validation_enabled(), use.units, use.path), entry.sync_limit(use.sized)
+        raise LookupError(
+            f"conformance: {budget_op(spec, use)} has no entry in its family's BUDGETS table"
+        )
+    return entry.launch_limit(validation_enabled(), use.units, use.path), entry.sync_limit(
+        use.sized
     )
 
 
@@ -316,13 +230,13 @@ def run_example(spec: OpSpec, inputs: Any, device: str | torch.device = "npu:0")
             _compare(spec, inputs, actual_cpu, expected, result)
     except Mismatch as exc:
         result.ok, result.message = False, str(exc)
-    budget = _budget(spec, inputs)
-    over = result.launches > budget.launches or result.syncs > budget.syncs
+    launch_limit, sync_limit = _limits(spec, inputs)
+    over = result.launches > launch_limit or result.syncs > sync_limit
     if upstream_error is None and over:  # error paths have no budget
         result.over_budget = True
         result.message = result.message or (
-            f"over budget: {result.launches} launches (budget {budget.launches}), {result.syncs} "
-            f"syncs (budget {budget.syncs}): {', '.join(count.launch_ops + count.sync_ops)}"
+            f"over budget: {result.launches} launches (budget {launch_limit}), {result.syncs} "
+            f"syncs (budget {sync_limit}): {', '.join(count.launch_ops + count.sync_ops)}"
         )
     if spec.backward and result.ok and upstream_error is None:
         try:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from conformance.harness import (
-    Budget,
+    BudgetUse,
     Compare,
     Mismatch,
     OpSpec,
@@ -26,6 +26,7 @@ from conformance.harness import (
     materialize,
     run_example,
 )
+from fbgemm_npu.native.family import Budget
 
 F32 = {torch.float32: Tol(rtol=1e-6, atol=1e-6)}
 
@@ -36,8 +37,8 @@ def _ours() -> bool:
 
 
 def _spec(op: Callable, *, budget: Budget | None = None, **kw: object) -> OpSpec:
-    budget = budget or Budget(10, 0)
-    return OpSpec(name="t", op=op, inputs=st.nothing(), compare=Compare(F32), budget=budget, **kw)
+    use = BudgetUse(budget=budget or Budget(launches=10))
+    return OpSpec(name="t", op=op, inputs=st.nothing(), compare=Compare(F32), budget=use, **kw)
 
 
 def _run(spec: OpSpec, **inputs: object) -> object:
@@ -96,7 +97,7 @@ def test_raise_parity() -> None:
 
 
 def test_budget() -> None:
-    r = _run(_spec(lambda x: (x + 1).sum().item(), budget=Budget(1, 0)), x=torch.ones(2))
+    r = _run(_spec(lambda x: (x + 1).sum().item(), budget=Budget(launches=1)), x=torch.ones(2))
     assert r.ok and r.over_budget
     assert "2 launches (budget 1), 1 syncs (budget 0)" in r.message
     assert "aten.add.Tensor, aten.sum.default" in r.message
@@ -172,7 +173,7 @@ def test_integer_reference_values_compare_exactly_beyond_float64_precision() -> 
         op=lambda x: x,
         inputs=st.just({"x": torch.zeros(1)}),
         compare=Compare(),
-        budget=Budget(1, 0),
+        budget=BudgetUse(budget=Budget(launches=1)),
     )
     with pytest.raises(Mismatch):
         compare_outputs(torch.tensor([2**60]), torch.tensor([2**60 + 1]), spec, check="values")
