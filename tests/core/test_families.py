@@ -181,3 +181,23 @@ def test_merge_kernels_joins_the_tables_and_copies_them() -> None:
     assert merged == {OP: first[OP], other: {"AutogradPrivateUse1": _never_called}}
     merged[OP]["Meta"] = _never_called
     assert "Meta" not in first[OP], "merge_kernels must not alias its inputs"
+
+
+def test_specs_and_tests_of_real_ops_write_no_budget_numbers() -> None:
+    """A budget is written once: no spec or family test builds a ``Budget`` of its own (only the
+    harness's tests do, for made-up ops); every conformance spec's op has a registered budget."""
+    from conformance.harness import BudgetUse
+    from conformance.specs import SPECS
+
+    root = Path(__file__).resolve().parents[2]
+    places = [
+        *(root / "conformance" / "specs").rglob("*.py"),
+        *(root / "tests" / "fbgemm").rglob("*.py"),
+    ]
+    offenders = [str(p.relative_to(root)) for p in places if "Budget(" in p.read_text()]
+    assert offenders == [], f"budgets written outside budgets.py: {offenders}"
+    for spec in SPECS:
+        if isinstance(spec.budget, BudgetUse):
+            assert spec.budget.budget is None, spec.name
+            op = spec.budget.op or f"fbgemm::{spec.name.split('.')[0].split('[')[0]}"
+            assert op in REGISTRY.budgets, f"{spec.name}: {op} has no budget"
