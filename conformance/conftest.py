@@ -1,5 +1,5 @@
 """Switch the npu device on before any spec imports ops: torch_npu where installed, else the
-simulated device of ``fbgemm_npu.testing`` (DESIGN.md rule 5)."""
+simulated device of ``fbgemm_npu.testing`` (docs/design.md rule 5)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 
-# Columns of the coverage table: the only keys the registrar accepts (DESIGN.md rule 1).
+# Columns of the coverage table: the only keys the registrar accepts (docs/design.md rule 1).
 COVERAGE_KEYS: tuple[str, ...] = ("PrivateUse1", "AutogradPrivateUse1", "Meta")
 MARK_OURS = "x"
 MARK_UPSTREAM = "upstream"  # we offered a kernel but upstream already had one, so theirs is used

@@ -65,7 +65,7 @@ class Registry:
             if bad:
                 raise ValueError(
                     f"fbgemm_npu registry: {qualname} asks for dispatch key(s) {sorted(bad)}; "
-                    f"only {sorted(ALLOWED_KEYS)} may be registered (DESIGN.md rule 1)"
+                    f"only {sorted(ALLOWED_KEYS)} may be registered (docs/design.md rule 1)"
                 )
             slot = self.kernels.setdefault(qualname, {})
             for key, fn in by_key.items():

@@ -21,7 +21,7 @@ Every adaptation is inert where no npu device is involved: given cpu, cuda, mtia
 adapted function answers as torchrec does (on a host with an npu and no cuda,
 ``get_device_type()`` and ``shard(device=None)`` pick the npu, which is the point).
 :func:`apply` is idempotent and checks the installed torchrec version (a warning here;
-``tests/test_torchrec_integration.py`` fails); :func:`revert` restores torchrec's code.
+``tests/integrations/test_torchrec_adaptation.py`` fails); :func:`revert` restores torchrec's code.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ used, always the narrowest that works:
 real streams (torch_npu is installed); the simulated device's streams are no-ops and it cannot
 ``record_stream``, so there the train pipelines take their stream-less (CPU-style) path.
 
-``tests/test_torchrec_integration.py`` fails when the installed torchrec is not
+``tests/integrations/test_torchrec_adaptation.py`` fails when the installed torchrec is not
 :data:`TORCHREC_VERSION`, and checks that every entry below still applies.
 """
 

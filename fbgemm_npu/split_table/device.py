@@ -8,8 +8,9 @@ directly.  Each is patched below, as narrowly as possible: a wrapper that change
 an npu device is involved and CUDA is absent (in which case upstream would have raised), so CPU
 and CUDA behaviour stay exactly upstream's.
 
-Patches (checked against fbgemm_gpu 1.8.0, :data:`PATCHED_FOR`; ``tests/test_tbe_module.py``
-fails loudly when the installed version differs, since line-level assumptions may have moved):
+Patches (checked against fbgemm_gpu 1.8.0, :data:`PATCHED_FOR`;
+``tests/fbgemm/tbe/test_tbe_module_device.py`` fails loudly when the installed version differs,
+since line-level assumptions may have moved):
 
 | # | upstream symbol (module ``fbgemm_gpu.split_table_batched_embeddings_ops_training``) |
 |---|---|

@@ -2,8 +2,9 @@
 
 Why count: on an Ascend 910B every eager op costs about 12 us of host time to launch, whatever its
 size, and a device-to-host synchronisation stalls the host until the device queue drains; a kernel
-written as a torch tensor program is fast when it launches few ops and never syncs.  ``OPS.md``
-gives each op a budget, and the tests hold each kernel to it with :func:`assert_budget`.
+written as a torch tensor program is fast when it launches few ops and never syncs.  Each family's
+``budgets.py`` gives its ops a budget (docs/ops.md), and the tests hold each kernel to it with
+:func:`assert_budget` (through :func:`fbgemm_npu.testing.budgets.assert_op_budget`).
 
 ``with count() as c:`` installs a :class:`~torch.utils._python_dispatch.TorchDispatchMode` that
 sees every ATen op below autograd.  An op is recorded when one of its tensor arguments (nested lists
@@ -19,9 +20,9 @@ included) is on the counted device, or when a ``device=`` argument names it (fac
   ``unique*``, ``repeat_interleave`` without ``output_size``, indexing with a boolean mask,
   ``bincount``): the host must read a size back before it can allocate the output.
 * **unsupported**: an ATen op missing from torch_npu 2.13's native op list
-  (``aten_ops_torch_npu_2_13.txt``, a copy of ``shared/torch_npu/aten-ops-2.13.txt``); on a real
-  Ascend host it falls back to the CPU or fails.  Matching: ``name.overload`` first, then the bare
-  ``name`` for the ``default`` overload.  An unlisted op with a ``CompositeExplicitAutograd`` kernel
+  (``aten_ops_torch_npu_2_13.txt``, derived from torch_npu 2.13's own op tables; see
+  docs/hardware.md); on a real Ascend host it falls back to the CPU or fails.  Matching:
+  ``name.overload`` first, then the bare ``name`` for the ``default`` overload.  An unlisted op with a ``CompositeExplicitAutograd`` kernel
   (``zeros_like``, ``new_full``, ``fill.Scalar``...) is not flagged: it decomposes on the device
   too, so it is run through its decomposition with the counter active and its parts are counted.
   A custom op with no kernel for the device (it would run through the backend's fallback) is

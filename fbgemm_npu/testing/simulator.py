@@ -1,4 +1,4 @@
-"""Build, load and switch on the simulated ``npu`` device (DESIGN.md rule 5).
+"""Build, load and switch on the simulated ``npu`` device (docs/design.md rule 5).
 
 The C++ source ``csrc/npu_sim.cpp`` is compiled on first use with ``torch.utils.cpp_extension`` and
 cached under ``$FBGEMM_NPU_CACHE`` (default ``~/.cache/fbgemm_npu``), keyed by the source, the torch
