@@ -22,9 +22,10 @@ included) is on the counted device, or when a ``device=`` argument names it (fac
 * **unsupported**: an ATen op missing from torch_npu 2.13's native op list
   (``aten_ops_torch_npu_2_13.txt``, derived from torch_npu 2.13's own op tables; see
   docs/hardware.md); on a real Ascend host it falls back to the CPU or fails.  Matching:
-  ``name.overload`` first, then the bare ``name`` for the ``default`` overload.  An unlisted op with a ``CompositeExplicitAutograd`` kernel
-  (``zeros_like``, ``new_full``, ``fill.Scalar``...) is not flagged: it decomposes on the device
-  too, so it is run through its decomposition with the counter active and its parts are counted.
+  ``name.overload`` first, then the bare ``name`` for the ``default`` overload.  An unlisted op
+  with a ``CompositeExplicitAutograd`` kernel (``zeros_like``, ``new_full``, ``fill.Scalar``...)
+  is not flagged: it decomposes on the device too, so it is run through its decomposition with
+  the counter active and its parts are counted.
   A custom op with no kernel for the device (it would run through the backend's fallback) is
   flagged as well.
 
