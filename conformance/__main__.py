@@ -88,14 +88,31 @@ def _fmt(x: float) -> str:
 
 
 def table(rows: list[OpRow], markdown: bool) -> str:
-    head = ["op", "cases", "oracle", "max abs err", "max rel err", "launches (max)",
-            "syncs (max)", "unsupported ATen ops", "status"]  # fmt: skip
+    head = [
+        "op",
+        "cases",
+        "oracle",
+        "max abs err",
+        "max rel err",
+        "launches (max)",
+        "syncs (max)",
+        "unsupported ATen ops",
+        "status",
+    ]
     body = [
-        [r.name, str(r.cases), ", ".join(f"{k} {v}" for k, v in sorted(r.by_oracle.items())),
-         _fmt(r.max_abs), _fmt(r.max_rel), str(r.launches), str(r.syncs),
-         ", ".join(r.unsupported) or "-", r.status]
+        [
+            r.name,
+            str(r.cases),
+            ", ".join(f"{k} {v}" for k, v in sorted(r.by_oracle.items())),
+            _fmt(r.max_abs),
+            _fmt(r.max_rel),
+            str(r.launches),
+            str(r.syncs),
+            ", ".join(r.unsupported) or "-",
+            r.status,
+        ]
         for r in rows
-    ]  # fmt: skip
+    ]
     if markdown:
         esc = [[c.replace("|", "\\|") for c in line] for line in body]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

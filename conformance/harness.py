@@ -301,12 +301,21 @@ def _grad_leaves(spec: OpSpec, inputs: Any, dtype: torch.dtype | None) -> list[t
     return leaves
 
 
-def _grads(spec: OpSpec, inputs: Any, dtype: torch.dtype | None, fn: Callable[..., Any],
-           grad_out: list[torch.Tensor], device: Any) -> list[torch.Tensor | None]:  # fmt: skip
+def _grads(
+    spec: OpSpec,
+    inputs: Any,
+    dtype: torch.dtype | None,
+    fn: Callable[..., Any],
+    grad_out: list[torch.Tensor],
+    device: Any,
+) -> list[torch.Tensor | None]:
     inputs = dict(inputs) if isinstance(inputs, Mapping) else list(inputs)
     leaves = _grad_leaves(spec, inputs, dtype)
-    outs = [o for o in tree_flatten(_call(fn, inputs))[0]
-            if isinstance(o, torch.Tensor) and o.requires_grad]  # fmt: skip
+    outs = [
+        o
+        for o in tree_flatten(_call(fn, inputs))[0]
+        if isinstance(o, torch.Tensor) and o.requires_grad
+    ]
     if len(outs) != len(grad_out):
         raise Mismatch(f"{len(outs)} differentiable outputs, expected {len(grad_out)}")
     gos = [g.to(device=o.device, dtype=o.dtype) for g, o in zip(grad_out, outs, strict=True)]
@@ -317,8 +326,11 @@ def _grads(spec: OpSpec, inputs: Any, dtype: torch.dtype | None, fn: Callable[..
 def _check_backward(spec: OpSpec, inputs: Any, device: Any, result: CaseResult) -> None:
     """Same random grad_output on both sides; compare the gradients of ``grad_inputs``."""
     cpu_in = materialize(inputs, "cpu")
-    probe = [o for o in tree_flatten(_call(spec.op, _with_grad(spec, cpu_in)))[0]
-             if isinstance(o, torch.Tensor) and o.requires_grad]  # fmt: skip
+    probe = [
+        o
+        for o in tree_flatten(_call(spec.op, _with_grad(spec, cpu_in)))[0]
+        if isinstance(o, torch.Tensor) and o.requires_grad
+    ]
     gen = torch.Generator().manual_seed(0)
     grad_out = [torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in probe]
     ours = _grads(spec, materialize(inputs, device), None, spec.op, grad_out, device)

@@ -156,8 +156,10 @@ class Counter:
 
     def summary(self) -> str:
         """A short text table: one row per call, one for ops outside calls, one for the total."""
-        rows = [(("  " * c.depth) + c.op, len(c.launches), len(c.syncs), c.unsupported)
-                for c in self.calls]  # fmt: skip
+        rows = [
+            (("  " * c.depth) + c.op, len(c.launches), len(c.syncs), c.unsupported)
+            for c in self.calls
+        ]
         outside = [e for e in self.events if e.call is None]
         if outside or not self.calls:
             flagged = list(dict.fromkeys(e.name for e in outside if e.unsupported))
@@ -204,8 +206,9 @@ def _sync_reason(func: torch._ops.OpOverload, args: tuple, kwargs: dict, dev: st
         return "data-dependent output size (no output_size)"
     if packet in _BOOL_INDEX_PACKETS:
         indices = kwargs.get("indices", _arg(args, 1)) or []
-        if any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8)
-               for i in indices):  # fmt: skip
+        if any(
+            isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices
+        ):
             return "boolean-mask index (data-dependent size)"
     return None
 
