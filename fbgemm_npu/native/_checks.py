@@ -203,15 +203,15 @@ class DataChecks:
 
     def _stacked(self, extra: Sequence[torch.Tensor]) -> torch.Tensor:
         values = [*(v.reshape(()) for v in extra), *(c.value for c in self.items)]
-        # stack promotes mixed int32 / int64 statistics to int64 (one cast launch each); when
-        # all share a dtype no cast is needed
+        # stack promotes mixed int32 / int64 statistics to int64 in its own launch (the counters
+        # see no separate cast)
         return torch.stack(values)
 
     def read_with(self, extra: Sequence[torch.Tensor]) -> list[int]:
         """Read ``extra`` (0-d device tensors) to the host in one copy, checking the conditions.
 
-        Launches: 1 (``stack``; casts to int64 add one each) when more than one scalar is read,
-        0 for one; syncs: 1.  Raises ``ValueError`` naming the op and the first failed condition.
+        Launches: a ``stack`` (none when one scalar is read and no condition was added), then one
+        device-to-host read.  Raises ``ValueError`` naming the op and the first failed condition.
         """
         if not self.items and len(extra) == 1:
             return [int(extra[0].item())]
@@ -224,7 +224,8 @@ class DataChecks:
         return [int(v) for v in got[: len(extra)]]
 
     def assert_on_device(self) -> None:
-        """One ``_assert_async`` for every condition: 6 launches (none when empty), no sync."""
+        """One ``_assert_async`` for every condition: ``stack``, a host-to-device copy of the
+        bounds, ``clamp``, ``eq``, ``all``, ``_assert_async`` (nothing when empty), no sync."""
         if not self.items:
             return
         values = self._stacked([])

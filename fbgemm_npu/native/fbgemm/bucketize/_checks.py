@@ -59,8 +59,9 @@ def validate(
     op: str, lengths: torch.Tensor, num_indices: int, extra: list[tuple[torch.Tensor, str]]
 ) -> None:
     """One device-side check: ``lengths >= 0`` summing to ``num_indices``, plus ``extra``
-    (0-D bool, description) conditions.  Launches: 6, +1 per extra condition (plus its own);
-    none when ``FBGEMM_NPU_VALIDATE=0``."""
+    (0-D bool, description) conditions.  Launches: ``ge``, ``all``, ``sum``, ``eq``,
+    ``logical_and`` and ``_assert_async``, plus a ``logical_and`` per extra condition (and the
+    condition's own); none when ``FBGEMM_NPU_VALIDATE=0``."""
     if not validation_enabled():
         return
     ok = torch.logical_and(torch.ge(lengths, 0).all(), torch.eq(lengths.sum(), num_indices))

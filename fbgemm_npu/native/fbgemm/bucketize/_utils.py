@@ -70,7 +70,7 @@ def host_divmod_constants(d: int, bits: int) -> tuple[int, int]:
 
 
 def sign_flip(t: torch.Tensor) -> torch.Tensor:
-    """``t ^ 0x80..0``: signed order of the result = unsigned order of ``t`` (1 launch)."""
+    """``t ^ 0x80..0``: signed order of the result = unsigned order of ``t``."""
     return torch.bitwise_xor(t, torch.iinfo(t.dtype).min)
 
 
@@ -94,9 +94,10 @@ def udivmod(
     the constants of the divisor a *negative* ``x`` is divided by (elements with ``x >= 0``
     ignore them, so ``d`` may mix divisors as long as every negative element's is the one
     ``k, m`` describe): Python ints (computed here from an int ``d`` when omitted) or tensors
-    from :func:`pow2_divmod`.  A power-of-two int ``d`` is a logical shift and a mask.
-    Launches: 2 for a power of two (+1 for the remainder); otherwise 3 (+1 for the remainder,
-    +1 for ``neg`` when not given), one less for each of ``k``, ``m`` that is 0.
+    from :func:`pow2_divmod`.  A power-of-two int ``d`` is a logical shift and a mask (and a
+    mask for the remainder).  Otherwise: ``x < 0`` when ``neg`` is not given, the add of ``M``,
+    the ``floor_divide`` (and the ``remainder``) and the add of ``K``, the adds of a ``k`` or
+    ``m`` that is 0 left out.
     """
     shift = pow2_shift(d) if isinstance(d, int) else None
     if shift is not None:
@@ -122,7 +123,7 @@ def pow2_divmod(d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-element ``(K, M)`` with ``2**BITS = K * d + M`` (``K`` wrapped), for ``d > 0``.
 
     With ``2**(BITS-1) - 1 = q1 * d + r1``: ``2**BITS = 2 * q1 * d + 2 * (r1 + 1)``, so
-    ``K = 2 * q1 + (2 * (r1 + 1)) // d`` and ``M = (2 * (r1 + 1)) % d``.  Launches: 8, on the
+    ``K = 2 * q1 + (2 * (r1 + 1)) // d`` and ``M = (2 * (r1 + 1)) % d``.  It launches on the
     ``T``-sized per-feature table only.  Assumes ``d <= 2**(BITS-2)`` (``2 * (r1 + 1)`` fits).
     """
     top = torch.iinfo(d.dtype).max
@@ -150,8 +151,8 @@ def prepare_boundaries(pos: list[torch.Tensor], dtype: torch.dtype) -> Boundarie
     """Concatenate, rank and key every feature's boundaries.
 
     The per-feature sizes are tensor shapes (host metadata): the feature id of each boundary and
-    each feature's start are built on the host and sent in one copy.  Launches: 7 (cat, flip,
-    sort, searchsorted, the host-to-device copy, add, the gather of the last boundaries).
+    each feature's start are built on the host and sent in one copy.  Launches: cat, flip,
+    sort, searchsorted, the host-to-device copy, add, the gather of the last boundaries.
     """
     device = pos[0].device
     sizes = torch.tensor([p.numel() for p in pos], dtype=torch.int64)
@@ -178,7 +179,8 @@ def search_boundaries(
     ``value``: the searched index (its unsigned order is used); ``feature``: its feature ``t``;
     ``start``: ``bounds.start[t]`` per element (int64).  Returns ``(lb, at)``, int64: ``lb`` is
     ``-1`` when ``value`` is below the first boundary, and ``at = start + lb`` clamped to
-    ``>= 0`` is the flat position of ``pos[t][lb]``.  Launches: 7.
+    ``>= 0`` is the flat position of ``pos[t][lb]``.  Launches: the flip, two ``searchsorted``,
+    an add, two subtractions and the clamp.
     """
     rank = torch.searchsorted(bounds.ranked, sign_flip(value), right=True)
     query = torch.add(rank, feature, alpha=bounds.total + 1)
@@ -189,8 +191,8 @@ def search_boundaries(
 
 
 def gather_columns(columns: list[torch.Tensor], feature: torch.Tensor) -> list[torch.Tensor]:
-    """Per-element copies of per-feature columns: 1 launch for one column, 2 (stack + gather)
-    for several; the result columns are views of one ``(L, k)`` gather."""
+    """Per-element copies of per-feature columns: one gather for one column, a ``stack`` and one
+    gather for several; the result columns are views of one ``(L, k)`` gather."""
     if len(columns) == 1:
         return [columns[0].index_select(0, feature)]
     table = torch.stack(columns, 1).index_select(0, feature)
@@ -206,8 +208,8 @@ def uniform_buckets(
     ``my_size``: ``u // P`` is a shift, and ``u >= b*P  <=>  u // P >= b``, so the modulo branch
     comes first and the in-range division uses ``b`` (1 where the element is out of range).
     Otherwise the divisor is ``b`` in range (``u < b*P``, which needs ``x >= 0``) and ``P``
-    outside, one unsigned divmod serving both.  Launches: 9 for a power of two, else 10 (+1 for
-    ``neg`` when not given; 8 for ``my_size`` 1).
+    outside, one unsigned divmod serving both (``x < 0`` computed when ``neg`` is not given;
+    ``my_size`` 1 needs no correction for negative ids).
     """
     if pow2_shift(my_size) is not None:
         q_out, r_out = udivmod(x, None, my_size)
@@ -232,7 +234,7 @@ def uniform_buckets_total(
     """``(bucket, new index)`` for uniform blocks with ``total_num_blocks``.
 
     ``cols`` per element: ``b*G`` (global range), ``b*Lb`` (local block), ``G``, ``Lb``, and the
-    :func:`pow2_divmod` constants ``K, M`` of ``G``.  Launches: 10.
+    :func:`pow2_divmod` constants ``K, M`` of ``G``.
     """
     global_size, local_size, total, local_blocks, k, m = cols
     out = torch.logical_or(torch.ge(x, global_size), neg)
@@ -255,9 +257,9 @@ def variable_buckets(
 
     ``cols`` per element: block size, start of the feature's boundaries, its last boundary, and
     optionally ``G`` (``total_num_blocks``, clamped to >= 1) with its ``K, M``.  The bucket is
-    int64.  ``keep_all``: the new index is not needed (``None`` is returned for it, 4 launches
-    fewer).  Launches: 23 for a power-of-two ``my_size`` (25 for others), 28 (29) with
-    ``total_num_blocks``.
+    int64.  ``keep_all``: the new index is not needed (``None`` is returned for it, and its
+    gather, subtraction and selects are skipped).  A ``my_size`` that is not a power of two and
+    ``total_num_blocks`` (a per-element divisor) cost more unsigned division.
     """
     block, start, last = cols[:3]
     total: int | torch.Tensor = my_size
@@ -291,7 +293,7 @@ def bucket_order(
     inside a row the input order, so the output order is the input order stably sorted by
     bucket alone (``row`` is non-decreasing already).  The sort key is narrowed to uint8 when
     ``my_size <= 256``: a radix-friendly key, several times faster than int64.  Counts: an
-    ``index_add`` of ones at ``bucket * rows + row``.  Launches: 5 (+1 for the narrowed key).
+    ``index_add`` of ones at ``bucket * rows + row`` (plus the cast of the narrowed key).
     """
     device = bucket.device
     n = bucket.numel()
@@ -308,6 +310,7 @@ def bucket_order(
 
 def row_positions(row: torch.Tensor, order: torch.Tensor, arange: torch.Tensor) -> torch.Tensor:
     """``i - rowstart(i)`` (``arange``'s dtype) in output order; an element's row start is the
-    first index of its row id in the non-decreasing ``row``.  Launches: 3."""
+    first index of its row id in the non-decreasing ``row``: a ``searchsorted``, a subtraction
+    and a gather."""
     start = torch.searchsorted(row, row, out_int32=arange.dtype == torch.int32)
     return torch.sub(arange, start).index_select(0, order)

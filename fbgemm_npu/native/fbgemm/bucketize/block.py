@@ -1,6 +1,6 @@
 """The tensor program of the three block ops: ``fbgemm::block_bucketize_sparse_features`` and
-its ``_inference`` and ``_2d_weights`` forms (the math, dtypes and launches are in
-:mod:`.bucketize`).
+its ``_inference`` and ``_2d_weights`` forms (the math and dtypes are in :mod:`.bucketize`;
+launches and syncs: ``BUDGETS`` in ``budgets.py``, docs/ops.md).
 
 Row id per element (``repeat_interleave``), per-feature parameters gathered per element, the
 bucket and new index (elementwise, :mod:`._utils`), a stable sort by bucket (the output order),

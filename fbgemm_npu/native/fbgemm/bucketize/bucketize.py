@@ -44,11 +44,11 @@ different rules (a corrupt output), ours places it where CUDA's second pass does
 ``block_sizes * G`` overflowing the index dtype and negative block sizes (upstream's results
 there are artefacts of wrap-around); ``max_B`` is unused, as on upstream's CPU.
 
-Launch counts (``budgets.py``, held by the family's budget tests) are in each kernel's docstring;
-the data check (:mod:`._checks`) costs 6 of them (``FBGEMM_NPU_VALIDATE=0`` removes it).  The
-block ops share one tensor program (:mod:`.block`).  Upstream has no autograd formula for these
-ops, so only ``PrivateUse1`` (and ``Meta`` for ``bucketize_sparse_features``, which upstream
-lacks) is registered.
+Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md), held by the family's budget tests;
+each kernel's docstring says what its options add, and the data check (:mod:`._checks`) is part of
+the count (``FBGEMM_NPU_VALIDATE=0`` removes it).  The block ops share one tensor program
+(:mod:`.block`).  Upstream has no autograd formula for these ops, so only ``PrivateUse1`` (and
+``Meta`` for ``bucketize_sparse_features``, which upstream lacks) is registered.
 """
 
 from __future__ import annotations
@@ -120,15 +120,16 @@ def block_bucketize_sparse_features_npu(
 ) -> Out5:
     """Block bucketize: ``(new_lengths, new_indices, new_weights, new_pos, unbucketize_permute)``.
 
-    See the module docstring for the math and dtypes.  Launches of the kernel, uniform blocks:
-    19 when ``my_size`` is a power of two (division by a shift), 21 otherwise (the unsigned
-    view of negative ids: ``x < 0``, a shift, a carry); +1 with weights, +2 with sequence
-    (arange, scatter), +4 with bucketize_pos (+3 once sequence made the arange), +2 with
-    keep_orig_idx_per_feature, +1 with VBE, 34 with total_num_blocks (a per-feature unsigned
-    divisor); variable blocks (block_bucketize_pos): 40 (+1 for int32 indices, +4 when
-    ``my_size`` is not a power of two; 56 with total_num_blocks).  The data check adds 6 (+6 with
-    VBE, +5 with total_num_blocks), none with ``FBGEMM_NPU_VALIDATE=0``; a non-contiguous
-    multi-dimensional input adds its copy.  Syncs: 0.
+    See the module docstring for the math and dtypes.  What the kernel launches, uniform blocks:
+    division by a shift when ``my_size`` is a power of two, else the unsigned view of negative ids
+    (``x < 0``, a shift, a carry); weights add their gather, sequence an arange and a scatter (the
+    inverse permutation), bucketize_pos the row starts (sharing sequence's arange),
+    keep_orig_idx_per_feature a gather and a select, VBE a ``repeat_interleave`` and a gather of
+    each element's feature, total_num_blocks a per-feature unsigned divisor; variable blocks
+    (block_bucketize_pos) a two-level boundary search, costing more for int32 indices, when
+    ``my_size`` is not a power of two and with total_num_blocks.  The data check grows with VBE and
+    total_num_blocks (``FBGEMM_NPU_VALIDATE=0`` drops it); a non-contiguous multi-dimensional input
+    adds its copy.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     out = block_bucketize(
         BLOCK_BUCKETIZE_SPARSE_FEATURES,
@@ -168,8 +169,9 @@ def block_bucketize_sparse_features_inference_npu(
     keep_orig_idx_per_feature: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor | None, ...]:
     """As :func:`block_bucketize_sparse_features_npu`, plus ``bucket_mapping`` (each input
-    element's bucket) when ``return_bucket_mapping``.  Launches: as the training op, +0 for the
-    mapping with int64 indices, +1 with int32.  Syncs: 0."""
+    element's bucket) when ``return_bucket_mapping``.  Launches: as the training op, plus a cast
+    of the mapping where it is int64 and the indices int32 (otherwise the mapping is the bucket
+    tensor itself).  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md)."""
     return block_bucketize(
         BLOCK_BUCKETIZE_SPARSE_FEATURES_INFERENCE,
         WEIGHT_DTYPES[BLOCK_BUCKETIZE_SPARSE_FEATURES_INFERENCE],
@@ -209,7 +211,7 @@ def block_bucketize_sparse_features_2d_weights_npu(
     """As :func:`block_bucketize_sparse_features_npu` with ``weights`` of ``weights_dim`` values
     per index (``weights.numel() == L * weights_dim``, read row-major as upstream does): the
     ``(L, weights_dim)`` rows move with their index.  Launches: as the training op with weights.
-    Syncs: 0."""
+    Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md)."""
     out = block_bucketize(
         BLOCK_BUCKETIZE_SPARSE_FEATURES_2D_WEIGHTS,
         WEIGHT_DTYPES[BLOCK_BUCKETIZE_SPARSE_FEATURES_2D_WEIGHTS],
@@ -240,8 +242,10 @@ def bucketize_sparse_features_npu(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Cyclic bucketize: bucket ``u % my_size``, new index ``u // my_size`` (``u`` the unsigned
     index); outputs ``(new_lengths, new_indices, new_weights, new_pos)`` as for the block op.
-    Launches: 11 when ``my_size`` is a power of two, 13 otherwise; +1 with weights, +4 with
-    bucketize_pos; the data check adds 6.  Syncs: 0."""
+    Launches: an unsigned divmod (a shift when ``my_size`` is a power of two, the unsigned view of
+    negative ids otherwise), the stable sort and the counts; weights add their gather, bucketize_pos
+    the row starts; the data check comes on top.  Launches and syncs: ``BUDGETS`` in ``budgets.py``
+    (docs/ops.md)."""
     _check_cyclic(lengths, indices, my_size, weights)
     lengths_, x, p_size = lengths.reshape(-1), indices.reshape(-1), int(my_size)
     n, n_idx = lengths_.numel(), x.numel()

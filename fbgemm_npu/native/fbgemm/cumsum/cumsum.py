@@ -53,7 +53,7 @@ def _check_input(op: str, t_in: object) -> torch.Tensor:
 
 
 def _scan_into(src: torch.Tensor, dim: int, out: torch.Tensor) -> None:
-    """Inclusive scan of ``src`` along ``dim`` written into the view ``out``: one launch.
+    """Inclusive scan of ``src`` along ``dim`` written into the view ``out`` (``cumsum.out``).
 
     ``dtype=src.dtype`` keeps int32 as int32 (``torch.cumsum`` would otherwise promote integers to
     int64), which reproduces upstream's wrap-around on overflow: the wider accumulator torch uses
@@ -69,10 +69,10 @@ def asynchronous_complete_cumsum_npu(t_in: torch.Tensor) -> torch.Tensor:
     scan per row).  Dtypes: int32, int64, float16, bfloat16, float32; output dtype = input dtype.
     This is the offsets-from-lengths op of torchrec's jagged tensors.
 
-    Launches: 2 (``zero_`` of the leading column, ``cumsum.out`` into the rest of a freshly
-    allocated output; the allocation is not a launch); for 2-D input the ``out=`` view is strided,
-    and a backend that scans into a contiguous scratch and copies back adds 1, for 3 at most.
-    Syncs: 0.
+    Launches ``zero_`` of the leading column and ``cumsum.out`` into the rest of a freshly
+    allocated output (the allocation is not a launch); for 2-D input the ``out=`` view is strided,
+    and a backend that scans into a contiguous scratch and copies back adds that copy.
+    Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     t = _check_input(ASYNCHRONOUS_COMPLETE_CUMSUM, t_in)
     check_ndim(ASYNCHRONOUS_COMPLETE_CUMSUM, "t_in", t, (1, 2))
@@ -92,9 +92,9 @@ def asynchronous_exclusive_cumsum_npu(t_in: torch.Tensor) -> torch.Tensor:
     computed as an inclusive scan of ``flat[:-1]`` written into ``out[1:]``, never as
     ``cumsum - t_in``: that subtraction would lose float precision and is not upstream's math.
 
-    Launches: 2 (``zero_`` of ``out[0]``, ``cumsum.out`` into ``out[1:]``), plus 1 ``clone`` when
-    ``t_in`` is a non-contiguous view that cannot be flattened without a copy: 3 at most.
-    Syncs: 0.
+    Launches ``zero_`` of ``out[0]`` and ``cumsum.out`` into ``out[1:]``, plus a ``clone`` when
+    ``t_in`` is a non-contiguous view that cannot be flattened without a copy (the ``strided``
+    path).  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     t = _check_input(ASYNCHRONOUS_EXCLUSIVE_CUMSUM, t_in)
     flat = t.reshape(-1)  # a view when strides allow; else a copy in logical order
@@ -112,8 +112,9 @@ def asynchronous_inclusive_cumsum_npu(t_in: torch.Tensor) -> torch.Tensor:
 
     Dtypes: int32, int64, float16, bfloat16, float32; output dtype = input dtype.
 
-    Launches: 1 (``cumsum``), plus 1 ``clone`` when ``t_in`` is a non-contiguous view that cannot
-    be flattened without a copy: 2 at most.  Syncs: 0.
+    Launches ``cumsum``, plus a ``clone`` when ``t_in`` is a non-contiguous view that cannot be
+    flattened without a copy (the ``strided`` path).  Launches and syncs: ``BUDGETS`` in
+    ``budgets.py`` (docs/ops.md).
     """
     t = _check_input(ASYNCHRONOUS_INCLUSIVE_CUMSUM, t_in)
     flat = t.reshape(-1)  # a view when strides allow; else a copy in logical order

@@ -6,7 +6,8 @@ ranges, segment sums, unique indices).
   data), verified all at once, riding on a device-to-host read the op makes anyway or with one
   ``_assert_async``; :func:`index_range` and the table gathers add theirs to it.
 * :func:`rows_gather_index`: the source row of every output row of a jagged index-select, from
-  per-segment start distances, with ``searchsorted`` (so a truncated output needs no special case).
+  per-segment start distances, with ``searchsorted`` (so a truncated output needs no special case)
+  or, when the output segments' lengths are known to sum to the output size, ``repeat_interleave``.
 * :func:`table_gather` / :func:`table_gather_permuted`: the gather index selecting rows of many
   tables stored back to back (``batch_index_select_dim0``, ``group_index_select_dim0``) without a
   loop over the tables.
@@ -88,7 +89,7 @@ def select_rows_index(
     """:func:`rows_gather_index` of a jagged select, with its data checks run: the output has
     ``num_rows`` rows (the argument ``arg``), which must not exceed the selected lengths' sum
     (one ``_assert_async`` round), or, when it is None, that sum, read back to the host with the
-    checks riding on the read (1 sync)."""
+    checks riding on the read."""
     if num_rows is None:
         total = checks.read_with([out_ends[-1]])[0]
         return rows_gather_index(d, out_ends, total, lengths=out_lengths)
@@ -100,8 +101,8 @@ def select_rows_index(
 
 
 def contiguous(boundaries: torch.Tensor) -> torch.Tensor:
-    """``searchsorted`` wants contiguous boundaries (else it warns and copies): one ``clone``
-    launch for a strided input, none otherwise."""
+    """``searchsorted`` wants contiguous boundaries (else it warns and copies): a ``clone`` of a
+    strided input, nothing otherwise."""
     return boundaries if boundaries.is_contiguous() else boundaries.contiguous()
 
 
@@ -118,11 +119,11 @@ def rows_gather_index(
     distance per segment (``input start - output start``).  With ``lengths`` (the output
     segments' lengths, summing to exactly ``num_rows``) ``d`` is repeated over each segment with
     ``repeat_interleave`` (``output_size`` given: no sync; linear work).  Without, ``s(r)`` is
-    ``searchsorted(out_ends, r, right=True)`` (+1 launch when ``out_ends`` is strided), so
+    ``searchsorted(out_ends, r, right=True)`` (after a copy when ``out_ends`` is strided), so
     ``num_rows`` may stop short of ``out_ends[-1]`` (a truncated output); ``clamp`` keeps ``s``
     inside ``d`` for rows past the last end (invalid input, refused by the caller's checks before
-    the index is used).  Launches: 4 (``repeat_interleave`` (2) or ``searchsorted`` + gather;
-    ``arange``; ``add_``), +1 with ``clamp``.  Syncs: 0.
+    the index is used).  Launches: ``arange``, then ``repeat_interleave`` or ``searchsorted`` and
+    a gather, then ``add_``; ``clamp`` adds a ``clamp_max_``.
     """
     rows = torch.arange(num_rows, dtype=out_ends.dtype, device=out_ends.device)
     if lengths is not None:
@@ -152,7 +153,8 @@ class TableGather:
 def _add_row_check(
     checks: DataChecks | None, indices: torch.Tensor, limits: torch.Tensor, arg: str
 ) -> None:
-    """``0 <= indices[k] < limits[k]`` (``limits`` broadcast to ``indices``): 3 launches."""
+    """``0 <= indices[k] < limits[k]`` (``limits`` broadcast to ``indices``): an ``amin``, a
+    subtraction and an ``amax``, checked with the call's other conditions."""
     if checks is None:
         return
     what = f"argument '{arg}' must hold row indices in [0, rows) of their table"
@@ -172,12 +174,12 @@ def table_gather(
     selected rows (``indices``, back to back per table) laid out table after table.
 
     Same row width ``C`` everywhere: ``src[k] = indices[k] + R[t]`` (``R[t]`` the table's first
-    row), 4 launches (a host-to-device copy of the per-table constants, ``repeat_interleave`` of
-    them to the selected rows (2), ``add``).  Otherwise per run of ``g`` elements (``g`` the gcd
-    of the widths, ``C[t]`` counted in runs) ``src[e] = e + d[k]``,
-    ``d[k] = A[t] + (indices[k] - k) * C[t]`` (``A[t]`` a host constant of the shapes): 10
-    launches (the copy, ``repeat_interleave`` (2), ``arange``, ``sub``, ``addcmul``,
-    ``repeat_interleave`` to the elements (2), ``arange``, ``add_``).  The index check adds 3.
+    row): a host-to-device copy of the per-table constants, ``repeat_interleave`` of them to the
+    selected rows, ``add``.  Otherwise per run of ``g`` elements (``g`` the gcd of the widths,
+    ``C[t]`` counted in runs) ``src[e] = e + d[k]``, ``d[k] = A[t] + (indices[k] - k) * C[t]``
+    (``A[t]`` a host constant of the shapes): the copy, ``repeat_interleave``, ``arange``,
+    ``sub``, ``addcmul``, ``repeat_interleave`` to the elements, ``arange``, ``add_``.  The index
+    check (:func:`_add_row_check`) comes on top.
     """
     device = indices.device
     n_sel = indices.numel()
@@ -221,11 +223,12 @@ def table_gather_permuted(
     """As :func:`table_gather` with ``n`` rows per table laid out ``[n, sum(cols)]``: row ``i``
     of the output holds ``table_t[indices[t * n + i]]`` for every ``t``, side by side.
 
-    Same row width: ``src[i, t] = indices[t * n + i] + R[t]``, 2 launches (constants copy,
-    ``add`` into a contiguous buffer; the transposed view is free).  Otherwise per (``i``,
-    ``t``): ``d = (O[t] - D[t]) + idx * C[t] - i * sum(C)`` (``D[t]`` the table's first output
-    column), 10 launches (constants copy, ``mul``, ``add_``, ``arange``, ``sub_``, the repeats'
-    ``clone``, ``repeat_interleave`` (2), ``arange``, ``add_``).  The index check adds 3.
+    Same row width: ``src[i, t] = indices[t * n + i] + R[t]``: the constants copy and an ``add``
+    into a contiguous buffer (the transposed view is free).  Otherwise per (``i``, ``t``):
+    ``d = (O[t] - D[t]) + idx * C[t] - i * sum(C)`` (``D[t]`` the table's first output column):
+    the constants copy, ``mul``, ``add_``, ``arange``, ``sub_``, the repeats' ``clone``,
+    ``repeat_interleave``, ``arange``, ``add_``.  The index check (:func:`_add_row_check`) comes
+    on top.
     """
     device = indices.device
     n_t = len(rows)

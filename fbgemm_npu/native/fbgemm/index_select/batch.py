@@ -5,10 +5,10 @@ The op selects rows of ``T`` tables stored back to back in one flat ``inputs`` (
 table) and returns them flat, table after table; with ``permute_output_dim_0_1`` the output is
 ``[n, sum(input_columns)]`` flattened (row ``i`` of every table side by side).  Output element
 ``e`` of selected row ``k`` (table ``t``, column ``c``) reads ``inputs[O[t] + indices[k] * C[t] +
-c]``; :func:`._utils.table_gather` builds that index with a fixed
-number of launches whatever ``T`` (no loop over tables), per row when every table has the same
-width, per element otherwise.  The backward scatters the output gradient back with one
-``index_add_`` (upstream CPU's formula), reusing the forward's gather index.
+c]``; :func:`._utils.table_gather` builds that index with the same ops whatever ``T`` (no loop
+over tables), per row when every table has the same width, per element otherwise.  The backward
+scatters the output gradient back with one ``index_add_`` (upstream CPU's formula), reusing the
+forward's gather index.
 
 Semantics measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0): the three lists have one entry
 per table; every ``input_rows`` / ``input_columns`` entry is positive; every
@@ -18,9 +18,11 @@ kernel gathers any; its CUDA kernel takes float32 / float16 only); ``indices`` i
 Upstream CPU refuses an ``inputs`` whose data is not 16-byte aligned (a restriction of its CUDA
 kernel's vector loads): ours does not.  Empty lists with empty tensors give an empty output.
 
-Launches (``FBGEMM_NPU_VALIDATE=0``): same row width 5 (3 permuted); mixed widths 11 (11
-permuted); budget 12.  Syncs: 0.  Backward: 2 (``zeros``, ``index_add_``).  The index check
-(every index inside its table) adds 3 and one ``_assert_async`` round (6).
+Launches: the gather index (a row index for one row width, cheaper permuted; an element index for
+mixed widths, either layout) and one gather; the backward ``zeros`` and ``index_add_``.  The index
+check (every index inside its table) adds its reductions and one ``_assert_async`` round
+(``FBGEMM_NPU_VALIDATE=0`` drops it).  Launches and syncs: ``BUDGETS`` in ``budgets.py``
+(docs/ops.md).
 """
 
 from __future__ import annotations
@@ -123,15 +125,16 @@ def batch_index_select_dim0_npu(
 ) -> torch.Tensor:
     """The selected rows of every table, flat (see the module docstring); ``inputs``' dtype.
 
-    Launches: the index (4, 2 permuted, for one row width; 10 for mixed widths) and the gather:
-    5 / 3 / 11.  Syncs: 0.
+    Launches: the gather index (:func:`._utils.table_gather` or
+    :func:`._utils.table_gather_permuted`) and the gather.  Launches and syncs: ``BUDGETS`` in
+    ``budgets.py`` (docs/ops.md).
     """
     args = (input_num_indices, input_rows, input_columns, permute_output_dim_0_1)
     inputs, indices = _check_args(inputs, indices, *args)
     if indices.numel() == 0:
         return inputs.new_empty((0,))
     plan = _gather_index(indices, *args)
-    # reshape: a view unless a strided 1-D inputs must be copied to form rows
+    # reshape: always a view (a 1-D inputs, strided or not, splits into rows without a copy)
     return inputs.reshape(-1, plan.unit).index_select(0, plan.src).view(-1)
 
 

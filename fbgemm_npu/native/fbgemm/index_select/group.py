@@ -13,13 +13,14 @@ is an error).  Fewer index tensors than inputs: upstream silently returns one ou
 tensor, and so do we; more index tensors than inputs: upstream reads past the list (a crash), we
 refuse.  An empty group: upstream's dispatcher has no tensor to dispatch on (an error); ours too.
 
-Launches (``FBGEMM_NPU_VALIDATE=0``), per distinct input dtype: one member 1 (its
-``index_select``); more members with one row width 7 (inputs ``cat``, indices ``cat``, the
-4-launch index, the gather), with mixed widths 13 (the 10-launch element index); +1 per member
-that is not viewable as rows and +1 when the index dtypes differ (the ``cat`` casts).  Budget 12:
-the mixed-width case is one over (the inputs must be concatenated before one gather can read
-them all; a fused kernel reading the members in place, as upstream's CUDA kernel does, is the
-remedy).  Syncs: 0.  Backward: 2 per dtype, +1 ``cat`` of the output gradients.
+Launches, per distinct input dtype: one member alone is its ``index_select``; more members with
+one row width: inputs ``cat``, indices ``cat``, the row index, the gather; with mixed widths the
+element index instead of the row index.  A member that is not viewable as rows is copied first;
+indices of different dtypes cost nothing more (the indices ``cat`` promotes them in the same
+launch).  The mixed-width case is over the catalogue's target: the inputs must be concatenated
+before one gather can read them all (a fused kernel reading the members in place, as upstream's
+CUDA kernel does, is the remedy).  The backward: ``zeros`` and ``index_add_`` per dtype, after a
+``cat`` of the output gradients.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -142,7 +143,8 @@ def group_index_select_dim0_npu(
 ) -> list[torch.Tensor]:
     """``[input_group[i].index_select(0, indices_group[i]) for i ...]`` as one program per dtype.
 
-    Launches: see the module docstring (1 / 7 / 13 per dtype).  Syncs: 0.
+    Launches: see the module docstring.  Launches and syncs: ``BUDGETS`` in ``budgets.py``
+    (docs/ops.md).
     """
     inputs, indices = _check_group(input_group, indices_group)
     if len(inputs) == 1:

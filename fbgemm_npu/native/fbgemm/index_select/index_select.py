@@ -7,7 +7,7 @@ A jagged tensor is ``values`` (one row per element) cut into segments; selecting
 
     src[r] = r + d[s],   d[s] = (start of input segment indices[s]) - (start of output segment s)
 
-``s = searchsorted(output_ends, r, right=True)``; every op below is a few launches building ``d``,
+``s = searchsorted(output_ends, r, right=True)``; every op below is a few ops building ``d``,
 then :func:`~fbgemm_npu.native.fbgemm.index_select._utils.rows_gather_index` and one gather.  The
 backward (``jagged_index_add``) is the adjoint: ``zeros.index_add_(0, src, grad)``.
 
@@ -30,11 +30,10 @@ with a ``ValueError`` naming the argument.  Bad data (an index out of range, off
 decrease, a size above the data, reads past ``values``) is refused by folded device checks (see
 :class:`~fbgemm_npu.native._checks.DataChecks`; ``FBGEMM_NPU_VALIDATE=0`` skips them).
 
-Launches (``FBGEMM_NPU_VALIDATE=0``): ``jagged_index_select`` 10, ``*_2d_forward_v2`` 9 (10 with
-the size read),
-``jagged_index_add_2d_forward_v2`` 10; budget 12.  Syncs: 1 when the output size is not given
-(it is data-dependent), else 0.  Backward of ``jagged_index_select``: 2 launches (``zeros``,
-``index_add_``), the gather index saved by the forward.
+Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).  An output size not given is
+read back to the host (it is data-dependent), and the data checks ride on that read.  The
+backward of ``jagged_index_select`` launches ``zeros`` and ``index_add_``, the gather index saved
+by the forward.
 """
 
 from __future__ import annotations
@@ -106,10 +105,11 @@ def jagged_index_select_2d_forward_v2_npu(
     Offsets are inclusive ends: segment ``j`` of the input spans
     ``[input_offsets[j-1], input_offsets[j])`` (``input_offsets[-1] := 0``), likewise the output.
     Returns ``(num_dense_output_rows, values.size(1))`` of ``values``' dtype.
-    Launches: 9 (two pads for the starts, a gather and a difference for ``d``, four for ``src``,
-    the row gather); 10 when the size is read (the output lengths' difference, for a linear-work
-    ``repeat_interleave`` instead of a ``searchsorted``).  Syncs: 1 if ``num_dense_output_rows``
-    is None, else 0.
+    Launches: two pads for the starts, a gather and a difference for ``d``, the ``src`` index
+    (:func:`~fbgemm_npu.native.fbgemm.index_select._utils.rows_gather_index`), the row gather;
+    when the size is read, also the output lengths' difference, for a linear-work
+    ``repeat_interleave`` instead of a ``searchsorted``.  ``num_dense_output_rows`` None reads
+    the size back to the host.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = JAGGED_INDEX_SELECT_2D_FORWARD_V2
     values, indices, input_offsets, output_offsets = _check_v2_args(
@@ -187,8 +187,9 @@ def jagged_index_add_2d_forward_v2_npu(
     is ``start of output segment indices[s] - start of input segment s``.  Repeated indices add up.
 
     ``num_dense_input_rows`` is not read (upstream's CPU kernel ignores it too).  Float outputs
-    accumulate in their own dtype, as upstream's do.  Launches: 10 (two pads, a gather and a
-    difference for ``d``, four for the destination index, ``zeros``, ``index_add_``).  Syncs: 0.
+    accumulate in their own dtype, as upstream's do.  Launches: two pads, a gather and a difference
+    for ``d``, the destination index, ``zeros``, ``index_add_``.  Launches and syncs: ``BUDGETS`` in
+    ``budgets.py`` (docs/ops.md).
     """
     op = JAGGED_INDEX_ADD_2D_FORWARD_V2
     values, indices, input_offsets, output_offsets = _check_v2_args(
@@ -289,8 +290,9 @@ def jagged_index_select_npu(
 
     ``out_lengths = lengths[indices]``; ``out_values`` holds the selected segments back to back,
     its first ``num_dense_output_rows`` rows when that is given (default: all of them).
-    Launches: 10 (the lengths gather, two cumsums, a gather and a difference for ``d``, four for
-    the index, the row gather).  Syncs: 1 if ``num_dense_output_rows`` is None, else 0.
+    Launches: the lengths gather, two cumsums, a gather and a difference for ``d``, the row
+    index, the row gather.  ``num_dense_output_rows`` None reads the size back to the host.
+    Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = JAGGED_INDEX_SELECT
     values, lengths, indices = _check_jagged_select_args(

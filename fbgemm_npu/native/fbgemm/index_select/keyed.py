@@ -16,10 +16,11 @@ gradient for ``values`` only (upstream returns none for ``weights``).  Bad data 
 ``[0, batch_size)``, ``offsets`` that disagree with ``lengths`` or pass ``values``, negative
 lengths) is refused by folded device checks (``FBGEMM_NPU_VALIDATE=0`` skips them).
 
-Launches (``FBGEMM_NPU_VALIDATE=0``): 11, 12 with weights (segment ids: ``arange`` + ``add``;
-the lengths gather, a cumsum, a gather and a difference for ``d``, four for the index, one gather
-per output); budget 12.  Syncs: 1 if ``selected_lengths_sum`` is None, else 0.  Backward: 2
-(``zeros``, ``index_add_``), the forward's gather index reused.
+Launches: segment ids (``arange`` + ``add``), the lengths gather, a cumsum, a gather and a
+difference for ``d``, the row index, one gather per output (weights add theirs); without
+``selected_lengths_sum`` the size is read back to the host.  The backward launches ``zeros`` and
+``index_add_``, the forward's gather index reused.  Launches and syncs: ``BUDGETS`` in
+``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -155,9 +156,8 @@ def keyed_jagged_index_select_dim1_npu(
     Returns ``[values, lengths]`` or ``[values, lengths, weights]``: output segment
     ``n * len(indices) + j`` is input segment ``n * batch_size + indices[j]``; the values (and
     weights) are the first ``selected_lengths_sum`` rows when that is given.
-    Launches: 11, 12 with weights (segment ids: ``arange`` + ``add``; the lengths gather, a
-    cumsum, a gather and a difference for ``d``, four for the index, one gather per output).
-    Syncs: 1 if ``selected_lengths_sum`` is None, else 0.
+    Launches: see the module docstring; ``selected_lengths_sum`` None reads the size back to the
+    host.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     _check_keyed_args(values, lengths, offsets, indices, batch_size, weights, selected_lengths_sum)
     src, out_lengths = _keyed_select_index(

@@ -29,9 +29,9 @@ measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0):
   overlapping or empty segments), starts below 0 or ends past ``values`` (upstream reads out of
   bounds) is refused.
 
-Launches (``FBGEMM_NPU_VALIDATE=0``): ``offsets_range`` 6, ``lengths_range`` 6 (budget 6),
-``segment_sum_csr`` 5 (7 for float16 / bfloat16: the float32 accumulator's two casts; budget 6).
-Syncs: ``lengths_range`` 1 when ``shape`` is None (the output size is the data's sum), else 0.
+``segment_sum_csr`` of float16 / bfloat16 adds the float32 accumulator's two casts (over the
+catalogue's target).  ``lengths_range`` without ``shape`` reads the output size (the data's sum)
+back to the host.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -80,8 +80,9 @@ def offsets_range_npu(offsets: torch.Tensor, range_size: int) -> torch.Tensor:
     """``out[j] = j - offsets[s(j)]``, ``s(j)`` the last segment starting at or before ``j``.
 
     ``offsets`` 1-D int32/int64 (starts of the segments, ``offsets[0] == 0``); output
-    ``(range_size,)`` of ``offsets``' dtype.  Launches: 6 (the ends' pad, the lengths' ``sub``,
-    ``repeat_interleave`` of the starts (2), ``arange``, ``sub``).  Syncs: 0.
+    ``(range_size,)`` of ``offsets``' dtype.  Launches: the ends' pad, the lengths' ``sub``,
+    ``repeat_interleave`` of the starts, ``arange``, ``sub``.  Launches and syncs: ``BUDGETS`` in
+    ``budgets.py`` (docs/ops.md).
     """
     op = OFFSETS_RANGE
     offsets = _u.check_index_tensor(op, "offsets", offsets)
@@ -151,8 +152,9 @@ def _lengths_range(
 def lengths_range_npu(t_in: torch.Tensor, shape: Sequence[int] | None = None) -> torch.Tensor:
     """``cat([arange(l) for l in t_in])`` (1-D, ``t_in``'s dtype int32/int64).
 
-    Launches: 6 (``cumsum``, the leading-zero pad, ``repeat_interleave`` of the starts (2),
-    ``arange``, ``sub``).  Syncs: 1 when ``shape`` is None, else 0.
+    Launches: ``cumsum``, the leading-zero pad, ``repeat_interleave`` of the starts, ``arange``,
+    ``sub``; ``shape`` None reads the size back to the host.  Launches and syncs: ``BUDGETS`` in
+    ``budgets.py`` (docs/ops.md).
     """
     op = LENGTHS_RANGE
     t_in = _u.check_index_tensor(op, "t_in", t_in)
@@ -183,13 +185,13 @@ def segment_sum_csr_npu(
 ) -> torch.Tensor:
     """``out[s] = sum(flat[csr_seg[s] * batch_size : csr_seg[s + 1] * batch_size])``.
 
-    ``csr_seg`` int32/int64 (read flat, ``S + 1`` boundaries, non-decreasing), ``values`` read
-    flat; output ``(S,)`` of ``values``' dtype.  Every element is sent to its segment (a
-    ``searchsorted`` of its position against the scaled boundaries) and summed with one
-    ``index_add_`` into ``S + 2`` buckets (the first and last collect the elements before and
-    after the segments).  Integers wrap as upstream's do; float16 / bfloat16 accumulate in
-    float32.  Launches: 5 (``mul``, ``arange``, ``searchsorted``, ``zeros``, ``index_add_``),
-    7 for half types.  Syncs: 0.
+    ``csr_seg`` int32/int64 (read flat, ``S + 1`` boundaries, non-decreasing), ``values`` read flat;
+    output ``(S,)`` of ``values``' dtype.  Every element is sent to its segment (a ``searchsorted``
+    of its position against the scaled boundaries) and summed with one ``index_add_`` into ``S + 2``
+    buckets (the first and last collect the elements before and after the segments).  Integers wrap
+    as upstream's do; float16 / bfloat16 accumulate in float32.  Launches: ``mul``, ``arange``,
+    ``searchsorted``, ``zeros``, ``index_add_``, and the two casts of the float32 accumulator for
+    half types.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = SEGMENT_SUM_CSR
     csr = _u.check_index_tensor(op, "csr_seg", csr_seg, ndims=tuple(range(0, 9)))

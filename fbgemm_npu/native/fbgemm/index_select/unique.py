@@ -23,8 +23,11 @@ Contract checked on the data (upstream reads out of bounds or races otherwise): 
 (start at 0, do not decrease, ``hso[T] == T``; upstream's own ``jagged_hash_size_cumsum`` returns
 ``arange(T + 1)``), which makes every sample belong to exactly one group.
 
-Launches (``FBGEMM_NPU_VALIDATE=0``): 20 (linearize 5, ``unique`` 1, the scatter 1, lengths 11,
-offsets 2); budget 20.  Syncs: 1 (``unique``: the number of unique ids sizes its outputs).
+Launches: the linearization (``arange``, ``searchsorted``, ``floor_divide``, a gather, ``add``),
+``unique``, the scatter, the lengths (:func:`_group_lengths`) and the offsets (``zero_``,
+``cumsum``); strided ``offsets`` are copied once for ``searchsorted``.  ``unique`` reads the number
+of unique ids back to the host: it sizes the outputs.  Launches and syncs: ``BUDGETS`` in
+``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -109,7 +112,8 @@ def jagged_unique_indices_npu(
     indices: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(output_lengths, output_offsets, unique_indices, reverse_index)``; see the module
-    docstring.  Launches: 20.  Syncs: 1 (0 when ``indices`` is empty)."""
+    docstring.  ``unique``'s read-back is skipped when ``indices`` is empty.  Launches and syncs:
+    ``BUDGETS`` in ``budgets.py`` (docs/ops.md)."""
     hsc, hso, offs, idx, n_feat, batch = _check_args(
         hash_size_cumsum, hash_size_offsets, offsets, indices
     )
@@ -142,9 +146,9 @@ def jagged_unique_indices_npu(
 def _group_lengths(
     hsc: torch.Tensor, hso: torch.Tensor, keys: torch.Tensor, n_feat: int, batch: int
 ) -> torch.Tensor:
-    """``output_lengths`` (module docstring), in ``hsc``'s dtype.  Launches: 11 (boundary
-    gather, ``searchsorted``, ``mul``, ``stack``, ``sub``, ``add_``, ``repeat_interleave`` (2),
-    ``arange``, ``sub``, ``floor_divide``; the final ``view`` is free)."""
+    """``output_lengths`` (module docstring), in ``hsc``'s dtype.  Launches: boundary gather,
+    ``searchsorted``, ``mul``, ``stack``, ``sub``, ``add_``, ``repeat_interleave``, ``arange``,
+    ``sub``, ``floor_divide``; the final ``view`` is free."""
     dtype, device = hsc.dtype, hsc.device
     total_b = n_feat * batch
     if total_b == 0:

@@ -195,9 +195,11 @@ def dense_index(
     ``bad`` (when not ``None``) receives tensors whose nonzero entries flag inputs upstream would
     mishandle: an intermediate row index outside ``[0, rows of the next level)`` and
     ``offsets[d][-1] != offsets[d + 1].numel() - 1``.  The caller adds the check on the final
-    ``rows``.  Launches: 3 for the first level; 9 for each further one (with the checks; 6 without).
-    Intermediate indices are clamped before they are used, so no read leaves its tensor even with
-    the data checks off.
+    ``rows``.  Launches: ``arange``, ``add`` and a compare per level; a further level adds a
+    ``masked_fill_``, a ``clamp_``, the ``index_select`` of the pairs and a ``logical_or_`` (and,
+    with the checks, a subtract and a floor-divide); one final ``masked_fill_``.  Intermediate
+    indices are clamped before they are used, so no read leaves its tensor even with the data checks
+    off.
     """
     o0 = offsets[0]
     start, end = o0[:-1], o0[1:]
@@ -226,8 +228,8 @@ def dense_index(
 
 
 def write_bad(rows: torch.Tensor, pad: torch.Tensor, total: int) -> torch.Tensor:
-    """Nonzero where a non-padding position would read or write outside ``[0, total)``; 2
-    launches.
+    """Nonzero where a non-padding position would read or write outside ``[0, total)``: a
+    floor-divide and a ``masked_fill_``.
 
     ``rows`` holds ``total`` (the spare row) at padding positions, so those are masked out.
     """

@@ -19,9 +19,10 @@ offset uncovered.  Offsets that would touch rows outside ``[0, T)`` raise.
 Dtypes: float32, float16, bfloat16, int32, int64 (upstream's), mixed dtypes promoted as torch
 does; ``jagged_dense_elementwise_mul_backward`` also float64 (upstream CPU) and bfloat16 (CUDA).
 
-Launches (k = 1; 9 more per extra jagged dim): add, mul, add_jagged_output 12, dense_dense_add 14,
-with the data check (5 of them; ``FBGEMM_NPU_VALIDATE=0`` drops it: 7, 7, 7, 9); the catalogue
-(docs/ops.md) targets 10.  Syncs: 0.
+Launches: the dense index of :mod:`.jagged` (one level more per further jagged dim), one gather
+or scatter and the elementwise op, plus the on-device data check (``FBGEMM_NPU_VALIDATE=0`` drops
+it); ``dense_dense_add`` stacks ``y_0`` and ``y_1`` of one dtype and shape so that one scatter
+writes both.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 
 Autograd (upstream registers it for all but ``add``, whose CPU kernel still records gradients
 through its inner to_dense; CUDA's too): d/dx of add is to_jagged(grad), d/dy is grad; mul uses
@@ -110,7 +111,7 @@ def _plus_jagged(
 def jagged_dense_elementwise_add_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
 ) -> torch.Tensor:
-    """``to_dense(x, y.shape[1:-1], 0) + y`` (dense output).  12 launches (k = 1)."""
+    """``to_dense(x, y.shape[1:-1], 0) + y`` (dense output)."""
     op = JAGGED_DENSE_ELEMENTWISE_ADD
     x = check_values(op, "x_values", x_values)
     y = check_values(op, "y", check_tensor(op, "y", y))
@@ -130,7 +131,7 @@ def jagged_dense_elementwise_add_npu(
 def jagged_dense_elementwise_mul_forward_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
 ) -> torch.Tensor:
-    """``x_values * to_jagged(y, x_values.size(0))``.  12 launches (k = 1)."""
+    """``x_values * to_jagged(y, x_values.size(0))``."""
     x, jy = _plus_jagged(JAGGED_DENSE_ELEMENTWISE_MUL_FORWARD, x_values, x_offsets, y)
     return x * jy
 
@@ -152,7 +153,7 @@ def jagged_dense_elementwise_mul_backward_npu(
     """``(grad * to_jagged(y), to_dense(grad * x_values, padding 0))``, sharing one index.
 
     Rows no position covers get ``grad * 0`` (upstream CPU writes a plain 0, CUDA ``grad * 0``:
-    they differ only for a non-finite gradient there).  15 launches (k = 1).
+    they differ only for a non-finite gradient there).
     """
     op = JAGGED_DENSE_ELEMENTWISE_MUL_BACKWARD
     grad = check_dtype(
@@ -190,7 +191,7 @@ def jagged_dense_elementwise_mul_backward_npu(
 def jagged_dense_elementwise_add_jagged_output_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """``(x_values + to_jagged(y, T), x_offsets)``.  12 launches (k = 1)."""
+    """``(x_values + to_jagged(y, T), x_offsets)``."""
     x, jy = _plus_jagged(JAGGED_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT, x_values, x_offsets, y)
     return x + jy, list(x_offsets)
 
@@ -198,7 +199,7 @@ def jagged_dense_elementwise_add_jagged_output_npu(
 def jagged_dense_dense_elementwise_add_jagged_output_forward_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y_0: torch.Tensor, y_1: torch.Tensor
 ) -> torch.Tensor:
-    """``x_values + to_jagged(y_0) + to_jagged(y_1)``; one index, one scatter of both (14)."""
+    """``x_values + to_jagged(y_0) + to_jagged(y_1)``; one index, one scatter of both."""
     op = JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT_FORWARD
     return _dense_dense_add(op, x_values, x_offsets, y_0, y_1)
 

@@ -18,12 +18,13 @@ compare / pair gather), padding positions point at a spare row; to_dense is then
 ``index_select`` from ``values`` padded with one row of the padding value (``constant_pad_nd``),
 to_jagged one ``index_put_`` into a zeroed output whose spare row absorbs the padding positions.
 
-Launches per call (k = 1; each further jagged dim adds 7, and 2 more for its data check): 6
-(arange, add, ge, masked_fill_, constant_pad_nd / zero_, index_select / index_put_), within the
-catalogue's 8 (docs/ops.md); the data check adds 5 (``floor_divide``, ``masked_fill_``, ``any``,
-``logical_not``, ``_assert_async``; ``FBGEMM_NPU_VALIDATE=0`` drops it): 11.  A fused kernel
-would do the op and its checks in 1-2 launches.  Syncs: 0, except ``dense_to_jagged`` without
-``total_L`` (1: the output length is the data's ``offsets[-1].max()``, as upstream reads it too).
+Launches: arange, add, ge, masked_fill_, constant_pad_nd / zero_, index_select / index_put_, and one
+more index level per further jagged dim; the data check (``floor_divide``, ``masked_fill_``,
+``any``, ``logical_not``, ``_assert_async``, plus each further dim's own check;
+``FBGEMM_NPU_VALIDATE=0`` drops it) comes on top.  A fused kernel would do the op and its checks at
+once.  ``dense_to_jagged`` without ``total_L`` reads the output length (the data's
+``offsets[-1].max()``) back to the host, as upstream does too.  Launches and syncs: ``BUDGETS`` in
+``budgets.py`` (docs/ops.md).
 
 Upstream registers autograd for ``jagged_to_padded_dense_forward``, ``jagged_1d_to_dense``,
 ``jagged_2d_to_dense`` and ``dense_to_jagged_forward``; the two composite ops

@@ -18,8 +18,8 @@ and a_values); offsets int32 or int64.
 How: ``dense_index`` (k = 1, padding rows point at row 0), one ``index_select`` of the ``[B, L]``
 rows of ``a``, a broadcast ``mul`` with ``v``, a ``masked_fill_`` of the padding products (so a
 non-finite ``v`` past a row's end cannot leak in, as upstream never reads it) and a ``sum`` over
-``L``.  Launches: forward 12 (8 without the data check; the catalogue, docs/ops.md, targets 10),
-backward 17.  Syncs: 0.
+``L``; the data check comes on top (``FBGEMM_NPU_VALIDATE=0`` drops it).  The backward computes both
+gradients on the forward's index.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _gather(
 def batched_dense_vec_jagged_2d_mul_forward_npu(
     v: torch.Tensor, a_values: torch.Tensor, a_offsets: torch.Tensor
 ) -> torch.Tensor:
-    """``out [B*H, D]``: see the module docstring.  12 launches, 0 syncs."""
+    """``out [B*H, D]``: see the module docstring."""
     op = BATCHED_DENSE_VEC_JAGGED_2D_MUL_FORWARD
     v, a, o, b, h, d = _check(op, v, a_values, a_offsets)
     length = v.size(1)
@@ -113,7 +113,7 @@ def batched_dense_vec_jagged_2d_mul_forward_npu(
 def batched_dense_vec_jagged_2d_mul_backward_npu(
     grad_output: torch.Tensor, v: torch.Tensor, a_values: torch.Tensor, a_offsets: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(v_grad [B*H, L], a_values_grad [N, a_values.size(1)])``.  17 launches, 0 syncs."""
+    """``(v_grad [B*H, L], a_values_grad [N, a_values.size(1)])``."""
     op = BATCHED_DENSE_VEC_JAGGED_2D_MUL_BACKWARD
     v, a, o, b, h, _ = _check(op, v, a_values, a_offsets)
     grad = check_ndim(op, "grad_output", check_tensor(op, "grad_output", grad_output), (2,))

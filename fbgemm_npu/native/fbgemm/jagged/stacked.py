@@ -18,10 +18,10 @@ How, for all keys at once: one ``[T, B, max(L_t)]`` grid.  The per-key slice sta
 row's start, ``minimum`` clips the lengths, and the arange / add / compare / fill / padded gather
 of :func:`.to_dense.to_dense` build the grid.  Key ``t``'s output is the view ``grid[t, :, :L_t]``
 (contiguous when every key has the same max length; a strided view otherwise: upstream's are
-contiguous, the values are the same).  Launches: 10 (the copy, cat, cumsum, minimum, arange, add,
-ge, masked_fill_, constant_pad_nd, index_select) whatever T and B, 15 with the data check; the
-catalogue (docs/ops.md) targets 8: the per-key slice starts and limits cost the copy, the cat and
-the minimum.  Syncs: 0.
+contiguous, the values are the same).  Launches: the copy, cat, cumsum, minimum, arange, add, ge,
+masked_fill_, constant_pad_nd, index_select, whatever T and B, and the data check on top; over the
+catalogue's target because the per-key slice starts and limits cost the copy, the cat and the
+minimum.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 
 Values: float32, float16, bfloat16, int32, int64 (1-D for ``_1d``, 2-D for ``_2d``); lengths
 int32 or int64.  Autograd: CUDA registers it for ``stacked_jagged_2d_to_dense`` (its

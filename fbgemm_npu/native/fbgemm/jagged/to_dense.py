@@ -1,9 +1,9 @@
 """Jagged -> padded dense on npu: ``fbgemm::jagged_to_padded_dense`` (+ ``_forward``),
 ``jagged_1d_to_dense`` and ``jagged_2d_to_dense``.
 
-The math, dtypes, program and launch counts are in :mod:`.jagged` (the family's public face for
-the jagged <-> dense ops).  The gradient is ``jagged_to_padded_dense_backward``
-(:mod:`.to_jagged`) of the incoming gradient.
+The math, dtypes and program are in :mod:`.jagged` (the family's public face for the jagged <->
+dense ops).  The gradient is ``jagged_to_padded_dense_backward`` (:mod:`.to_jagged`) of the
+incoming gradient.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def jagged_to_padded_dense_forward_npu(
     max_lengths: Sequence[int],
     padding_value: float = 0.0,
 ) -> torch.Tensor:
-    """``fbgemm::jagged_to_padded_dense_forward``: see :mod:`.jagged` (11 launches, k=1)."""
+    """``fbgemm::jagged_to_padded_dense_forward``: see :mod:`.jagged`."""
     return to_dense(JAGGED_TO_PADDED_DENSE_FORWARD, values, offsets, max_lengths, padding_value)
 
 

@@ -1,9 +1,10 @@
 """Padded dense -> jagged on npu: ``fbgemm::dense_to_jagged`` (+ ``_forward``) and
 ``jagged_to_padded_dense_backward``.
 
-The math, dtypes, program and launch counts are in :mod:`.jagged` (the family's public face for
-the jagged <-> dense ops).  The gradient of ``dense_to_jagged`` is
-``jagged_to_padded_dense_forward`` (:mod:`.to_dense`) of the incoming gradient with padding 0.
+The math, dtypes and program are in :mod:`.jagged` (the family's public face for the jagged <->
+dense ops).  The gradient of ``dense_to_jagged`` is ``jagged_to_padded_dense_forward``
+(:mod:`.to_dense`) of the incoming gradient with padding 0.  Launches and syncs: ``BUDGETS`` in
+``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def to_jagged(
 
 def scatter_rows(src: torch.Tensor, rows: torch.Tensor, total: int) -> torch.Tensor:
     """``out[rows[i]] = src[i]`` into ``total + 1`` zero rows (the last absorbs padding), returned
-    as the first ``total``.  2 launches (``zero_``, ``index_copy_`` / ``index_put_``)."""
+    as the first ``total``: a ``zero_`` and an ``index_copy_`` / ``index_put_``."""
     d = src.size(1)
     if d == 1:  # 1-D scatters are far faster than scatters of one-element rows
         out = src.new_zeros(total + 1)
@@ -79,7 +80,7 @@ def jagged_to_padded_dense_backward_npu(
 ) -> torch.Tensor:
     """``fbgemm::jagged_to_padded_dense_backward``: ``[total_L, D]`` (``[total_L]`` when
     ``grad_output`` has no inner dim), each value row the gradient of the position that reads it,
-    zeros for rows no position reads (truncated or uncovered).  11 launches (k=1), 0 syncs."""
+    zeros for rows no position reads (truncated or uncovered)."""
     op = JAGGED_TO_PADDED_DENSE_BACKWARD
     grad = check_values(op, "grad_output", grad_output)
     offsets = check_offsets(op, "offsets", offsets, grad.device)
@@ -102,9 +103,8 @@ def dense_to_jagged_forward_npu(
 ) -> torch.Tensor:
     """``fbgemm::dense_to_jagged_forward``: ``[total_L, D]`` jagged values of ``dense``.
 
-    Without ``total_L`` the length is ``x_offsets[-1].max()``, read back to the host: 1 sync, the
-    one the op's contract forces (upstream reads it the same way).  11 launches (k=1), 12 with
-    the ``amax`` when ``total_L`` is None.
+    Without ``total_L`` the length is ``x_offsets[-1].max()``, read back to the host: an ``amax``
+    and its sync, the one the op's contract forces (upstream reads it the same way).
     """
     return _dense_to_jagged(DENSE_TO_JAGGED_FORWARD, dense, x_offsets, total_L)
 

@@ -3,8 +3,8 @@
 Every op of the family is one gather: output segment ``s`` is a copy of some input segment, and
 output element ``j`` of segment ``s`` reads input element ``j + d[s]``, where ``d[s]`` is the
 distance between the two segments' starts.  :func:`segment_gather_index` turns ``d`` and the
-output segment lengths into that per-element source index with four launches and no host sync
-(``repeat_interleave`` with ``output_size``).
+output segment lengths into that per-element source index with ``repeat_interleave``, ``arange``
+and ``add_``, and no host sync (``repeat_interleave`` with ``output_size``).
 
 Checks: the properties only the data knows (permute indices in range, lengths non-negative, the
 lengths' sum within the values, a given output size equal to the lengths' sum) are gathered in a
@@ -13,11 +13,11 @@ then verified in one go:
 
 * :meth:`~fbgemm_npu.native._checks.DataChecks.read_with` when the op reads a size back to the
   host anyway (``permuted_lengths_sum`` is None): the checked scalars travel in the same
-  device-to-host copy as the size, so the checks cost one ``stack`` and no extra sync, and the
+  device-to-host copy as the size, so the checks add a ``stack`` and no extra sync, and the
   error names the exact argument that failed;
 * :meth:`~fbgemm_npu.native._checks.DataChecks.assert_on_device` otherwise: ``stack``, one
   host-to-device copy of the bounds, ``clamp``, ``eq``, ``all`` and one ``_assert_async``
-  (:func:`check_on_device`): six launches whatever the number of conditions, no sync.
+  (:func:`check_on_device`): the same launches whatever the number of conditions, no sync.
 
 Both are skipped when ``FBGEMM_NPU_VALIDATE=0`` (see :mod:`fbgemm_npu.native._checks`).
 """
@@ -76,8 +76,8 @@ def segment_gather_index(d: torch.Tensor, out_lengths: torch.Tensor, total: int)
 
     ``d`` holds one start distance per output segment, ``out_lengths`` (same numel, any integer
     dtype, non-negative) the output segments' lengths, ``total`` their sum (known on the host, so
-    ``repeat_interleave`` needs no sync).  Launches: 4 (``repeat_interleave`` = the segment id of
-    each element + a gather of ``d``; ``arange``; ``add_``).  Syncs: 0.
+    ``repeat_interleave`` needs no sync).  Launches: ``repeat_interleave`` (the segment id of
+    each element and a gather of ``d``), ``arange``, ``add_``.
     """
     idx = torch.repeat_interleave(d.reshape(-1), out_lengths.reshape(-1), output_size=total)
     idx.add_(torch.arange(total, dtype=idx.dtype, device=idx.device))
@@ -260,7 +260,7 @@ def check_out_buffers(
 def gather_index(
     permute: torch.Tensor, lengths: torch.Tensor, total: int, n_values: int
 ) -> torch.Tensor:
-    """The forward's gather index, rebuilt for the backward (inputs known valid): 9 launches.
+    """The forward's gather index, rebuilt for the backward (inputs known valid, so unchecked).
 
     ``n_values``: the length of the gathered tensor (bounds the index, picks its dtype)."""
     perm = permute.reshape(-1)

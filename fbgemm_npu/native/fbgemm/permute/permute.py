@@ -41,12 +41,13 @@ and the argument (``ValueError`` when the output size is read back anyway, else 
 its 2-D CPU kernels read a non-contiguous ``permute`` through its raw data pointer (wrong result,
 or a failed huge allocation).
 
-Launches per call (``FBGEMM_NPU_VALIDATE=0``): 10 without weights, 11 with (the lengths gather,
-two cumsums, the start gather and difference, four for the gather index, one gather per output
-tensor); budget 10.  Data checks add 4 launches when ``permuted_lengths_sum`` is None (the checked
-scalars ride on the sync that reads the output size) and 9 when it is given (see :mod:`._utils`).
-Syncs: 1 if ``permuted_lengths_sum`` is None, else 0.  ATen has no "segment arange" op; a fused
-kernel (one launch for the lengths, one for the data, as upstream's CUDA has) is the remedy.
+Launches per call: the lengths gather, two cumsums, the start gather and difference, the gather
+index (:func:`._utils.segment_gather_index`), one gather per output tensor (the weights' own
+gather puts the weighted call over the catalogue's target).  Without ``permuted_lengths_sum`` the
+output size is read back to the host and the data checks ride on that read, so they cost less
+than the device assert they need when it is given (see :mod:`._utils`).  ATen has no "segment
+arange" op; a fused kernel (a kernel for the lengths and one for the data, as upstream's CUDA
+has) is the remedy.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def permute_2D_sparse_data_npu(
     """Permute the features (rows) of a ``(T_in, B)`` jagged batch; see the module docstring.
 
     Returns ``(permuted_lengths (T, B), permuted_values (total,), permuted_weights (total[, C]) or
-    None)``.  Launches: 10 (11 with weights) + checks; syncs: 1 if ``permuted_lengths_sum`` is None.
+    None)``.  ``permuted_lengths_sum`` None reads the output size back to the host.
+    Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = PERMUTE_2D_SPARSE_DATA
     return _permute_2d(op, permute, lengths, values, weights, permuted_lengths_sum)
@@ -225,8 +227,9 @@ def permute_sparse_features_npu(
     """:func:`permute_2D_sparse_data_npu` without a size argument; ``lengths`` and ``indices``
     must share a dtype (int32 or int64), as upstream requires.
 
-    Launches: as :func:`permute_2D_sparse_data_npu` with ``permuted_lengths_sum`` None; syncs: 1
-    (the output size is data-dependent and no argument gives it), 0 for empty outputs.
+    Launches: as :func:`permute_2D_sparse_data_npu` with ``permuted_lengths_sum`` None: the
+    output size is data-dependent and no argument gives it, so it is read back to the host
+    (except for empty outputs).  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     _pi.check_args(
         PERMUTE_SPARSE_FEATURES, permute, lengths, indices, weights, None, values_name="indices"
@@ -240,10 +243,11 @@ def invert_permute_npu(permute: torch.Tensor) -> torch.Tensor:
     """``inverse[permute[i]] = i``: the inverse of a permutation of ``0..n-1`` (any shape, read
     flat; output of ``permute``'s shape and dtype, int32 or int64).
 
-    ``permute`` must be a permutation: upstream writes out of bounds for indices outside
-    ``[0, n)`` and leaves entries uninitialised for repeats, so both are refused.
-    Launches: 2 (``arange``, ``index_put_``); the permutation check adds 7 (a clamp for safe
-    writes, a gather back, two compares, ``and``, ``all``, ``_assert_async``).  Syncs: 0.
+    ``permute`` must be a permutation: upstream writes out of bounds for indices outside ``[0, n)``
+    and leaves entries uninitialised for repeats, so both are refused.  Launches: ``arange``,
+    ``index_put_``; the permutation check adds a clamp for safe writes, a gather back, two compares,
+    ``and``, ``all``, ``_assert_async``.  Launches and syncs: ``BUDGETS`` in ``budgets.py``
+    (docs/ops.md).
     """
     return _pi.invert(INVERT_PERMUTE, permute)
 
@@ -262,8 +266,9 @@ def expand_into_jagged_permute_npu(
     ``permute`` (``T > 0`` entries) and both offset tensors (``T + 1`` entries) share one dtype,
     int32 or int64, which the output has.  ``output_offset`` must run from 0 to ``output_size``
     without decreasing and ``permute`` must index ``[0, T)``: upstream writes out of bounds or
-    leaves garbage otherwise.  Launches: 7 (one difference for the output lengths, a gather and a
-    difference for the starts, four for the index); checks add 8.  Syncs: 0.
+    leaves garbage otherwise.  Launches: a difference for the output lengths, a gather and a
+    difference for the starts, the index (:func:`._utils.segment_gather_index`), then the data
+    checks.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     return _pi.expand(EXPAND_INTO_JAGGED_PERMUTE, permute, input_offset, output_offset, output_size)
 

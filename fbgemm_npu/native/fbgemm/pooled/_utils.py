@@ -214,9 +214,9 @@ def device_src(
     ``k``, ``[k, 0] = [in_cum, in_cum + width]`` and ``[k, 1]`` the same for outputs; ids out of
     range are clamped onto a padding row whose interval is empty, which fails the check.
 
-    Launches: 9 (upload the table, clamp ids, index_select, starts, start difference,
-    repeat_interleave, arange, index_select, add) + 8 for the checks (ends, cumsum, four
-    comparisons into one bool buffer, ``all``, ``_assert_async``).  Syncs: 0.
+    Launches: upload the table, clamp ids, index_select, starts, start difference,
+    repeat_interleave, arange, index_select, add; then the checks (ends, cumsum, four
+    comparisons into one bool buffer, ``all``, ``_assert_async``).
     """
     device = permutes.device
     n_rows = permutes.size(0)
@@ -263,8 +263,8 @@ def apply_src(
     """Outputs of widths ``out_widths``: column ``c`` of their concatenation is column
     ``src[c]`` of the inputs' concatenation.  Each output is a fresh contiguous tensor.
 
-    Launches: 1 ``cat`` (none for one input), 1 ``index_select``, 1 ``split_with_sizes_copy``
-    (none for one output): 3 at most.
+    Launches: a ``cat`` (none for one input), an ``index_select`` and a
+    ``split_with_sizes_copy`` (none for one output).
     """
     x = inputs[0] if len(inputs) == 1 else torch.cat(list(inputs), dim=1)
     gathered = x.index_select(1, src)
@@ -277,8 +277,8 @@ def scatter_src(
     """The adjoint of :func:`apply_src`: input column ``src[c]`` accumulates output column
     ``c`` (in column order, as upstream's backward does); columns no output reads get 0.
 
-    Launches: 1 ``cat`` (none for one grad), 1 ``zeros``, 1 ``index_add``, 1
-    ``split_with_sizes_copy`` (none for one input): 4 at most.
+    Launches: a ``cat`` (none for one grad), ``zeros``, ``index_add`` and a
+    ``split_with_sizes_copy`` (none for one input).
     """
     g = grads[0] if len(grads) == 1 else torch.cat(list(grads), dim=1)
     acc = g.new_zeros((batch, sum(in_widths)))

@@ -89,9 +89,10 @@ def merge_pooled_embeddings_npu(
 ) -> torch.Tensor:
     """Concatenate along ``cat_dim`` on ``target_device`` (an npu device or the CPU).
 
-    Dtypes: any ``torch.cat`` takes; the result has the first input's dtype.  Launches: 1 copy per
-    input not on the target + 1 ``cat``: at most 2 per input.  Syncs: 0 for an npu target; a
-    CPU target costs one device-to-host copy per input (the caller asked for host memory).
+    Dtypes: any ``torch.cat`` takes; the result has the first input's dtype.  Launches: a copy of
+    each input not on the target, then the ``cat``.  A CPU target costs a device-to-host copy of
+    each input (the caller asked for host memory).  Launches and syncs: ``BUDGETS`` in
+    ``budgets.py`` (docs/ops.md).
     """
     inputs, kind = _inputs(MERGE_POOLED_EMBEDDINGS, "pooled_embeddings", pooled_embeddings)
     target = _target(MERGE_POOLED_EMBEDDINGS, target_device, kind, allow_cpu=True)
@@ -111,7 +112,8 @@ def all_to_one_device_npu(
 ) -> list[torch.Tensor]:
     """Every input on the npu ``target_device``; inputs already there are returned unchanged.
 
-    Any dtype and shape.  Launches: 1 copy per input not on the target, 0 otherwise.  Syncs: 0.
+    Any dtype and shape.  Launches: a copy of each input not on the target, nothing for the
+    others.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     inputs, kind = _inputs(ALL_TO_ONE_DEVICE, "input_tensors", input_tensors)
     target = _target(ALL_TO_ONE_DEVICE, target_device, kind)
@@ -123,8 +125,9 @@ def sum_reduce_to_one_npu(
 ) -> torch.Tensor:
     """``input_tensors[0] + input_tensors[1] + ...`` (left to right) on the npu ``target_device``.
 
-    Dtype and shape of the first input.  Launches: 1 copy of the first input, then per later
-    input 1 ``add_`` plus 1 copy when it is not on the target: at most 2 per input.  Syncs: 0.
+    Dtype and shape of the first input.  Launches: a copy of the first input, then per later input
+    an ``add_``, after its copy when it is not on the target.  Launches and syncs: ``BUDGETS`` in
+    ``budgets.py`` (docs/ops.md).
     """
     op = SUM_REDUCE_TO_ONE
     inputs, kind = _inputs(op, "input_tensors", input_tensors)

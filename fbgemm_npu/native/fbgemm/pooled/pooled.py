@@ -60,10 +60,10 @@ def _permute_src(
     block ``s`` goes to output position ``inv[s]`` with ``inv = argsort(permute_list)``; a stable
     sort of the columns by ``inv[s(i)]`` lists them in output order, so ``src`` is its argsort.
 
-    Launches: 5 (arange, searchsorted, sort of permute_list, index_select, sort of the keys) + 5
-    for the device check (``permute_list`` is a permutation of ``0..T-1``, the cut points are
+    Launches: arange, searchsorted, sort of permute_list, index_select, sort of the keys, then
+    the device check (``permute_list`` is a permutation of ``0..T-1``, the cut points are
     non-negative and non-decreasing: three comparisons into one bool buffer, ``all``,
-    ``_assert_async``; fewer for T < 3).  Memoised for ``permute_list`` (with
+    ``_assert_async``; fewer comparisons for T < 3).  Memoised for ``permute_list`` (with
     ``offset_dim_list``): a caller that passes the same index tensors again launches none.
     """
     pooled = pooled_embs
@@ -142,8 +142,10 @@ def permute_pooled_embs_npu(
     Block ``s`` is columns ``[offset_dim_list[s], offset_dim_list[s + 1])`` (block 0 starts at 0,
     the last block ends at ``pooled_embs.size(1)``, as upstream's CPU kernel cuts them); an empty
     ``pooled_embs`` is returned as it is, unchecked, as upstream does.  Any dtype; index lists
-    int64.  Launches: 11 on first use of an index pair (see ``_permute_src``; 6 with
-    ``FBGEMM_NPU_VALIDATE=0``), 1 (``index_select``) when the pair is passed again.  Syncs: 0.
+    int64.  Launches: the plan and its check on first use of an index pair (see
+    ``_permute_src``; ``FBGEMM_NPU_VALIDATE=0`` drops the check), then the ``index_select``; only
+    the ``index_select`` when the pair is passed again (the ``memoised`` path).
+    Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     lists = (offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)
     return _permute(PERMUTE_POOLED_EMBS, pooled_embs, *lists)

@@ -145,11 +145,12 @@ def permute_multi_embedding_function_npu(
     back, so a key used twice gets the sum (upstream: copy at the first row, add at rows with
     ``next < 0``; the same for ``kt_regroup_arguments``' rows).
 
-    Launches: gather 3 (``cat``, ``index_select``, ``split_with_sizes_copy``) or scatter 4
-    (``cat``, ``zeros``, ``index_add``, ``split_with_sizes_copy``), fewer for one input or output;
-    plus, on first use of a ``permutes`` tensor, 1 upload if it came from our
-    ``kt_regroup_arguments`` or 17 to derive and check the plan on the device (9 with
-    ``FBGEMM_NPU_VALIDATE=0``).  Syncs: 0.
+    Launches: the gather (``cat``, ``index_select``, ``split_with_sizes_copy``) or the scatter
+    (``cat``, ``zeros``, ``index_add``, ``split_with_sizes_copy``), without the ``cat`` / split for
+    one input or output; plus, on first use of a ``permutes`` tensor, an upload of the plan if it
+    came from our ``kt_regroup_arguments``, else the plan derived and checked on the device
+    (``FBGEMM_NPU_VALIDATE=0`` drops the check).  Launches and syncs: ``BUDGETS`` in ``budgets.py``
+    (docs/ops.md).
     """
     op = PERMUTE_MULTI_EMBEDDING_FUNCTION
     call = _multi_call(op, pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
@@ -248,7 +249,8 @@ def kt_regroup_arguments_npu(
     device, computed on the host from the string keys (:func:`._utils.kt_rows`).  The host rows
     are memoised for ``permutes``, so ``permute_multi_embedding`` needs no device plan for them.
 
-    Launches: 3 (one host-to-device copy per tensor).  Syncs: 0.
+    Launches: one host-to-device copy per tensor.  Launches and syncs: ``BUDGETS`` in ``budgets.py``
+    (docs/ops.md).
     """
     device = check_tensor(KT_REGROUP_ARGUMENTS, "embs", embs).device
     rows, in_lengths, out_lengths = plans.kt_rows(KT_REGROUP_ARGUMENTS, keys, lengths, groups)
@@ -286,7 +288,8 @@ def regroup_keyed_tensor_npu(
 ) -> list[torch.Tensor]:
     """``kt_regroup_arguments`` + ``permute_multi_embedding`` with the plan made on the host.
 
-    Launches: 4 (upload ``src``, ``cat``, ``index_select``, ``split_with_sizes_copy``).  Syncs: 0.
+    Launches: upload ``src``, ``cat``, ``index_select``, ``split_with_sizes_copy``.
+    Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     inputs, _, src, out_widths = _regroup_src(pooled_embs, keys, lengths, groups)
     return plans.apply_src(inputs, src, out_widths)
@@ -298,7 +301,8 @@ def regroup_keyed_tensor_autograd(
     lengths: Sequence[Sequence[int]],
     groups: Sequence[Sequence[str]],
 ) -> list[torch.Tensor]:
-    """AutogradPrivateUse1 of ``regroup_keyed_tensor``: forward 4 launches, backward 4."""
+    """AutogradPrivateUse1 of ``regroup_keyed_tensor``: the forward's gather, the backward's
+    scatter (:func:`._utils.scatter_src`)."""
     _, batch, src, out_widths = _regroup_src(pooled_embs, keys, lengths, groups)
     return list(_GatherFunction.apply(src, batch, out_widths, *pooled_embs)) if out_widths else []
 

@@ -7,17 +7,16 @@ tensor views and launch one program per group of tables.  Reading a device tenso
 sync, so the host values are cached per tensor object (validated by a weak reference and the
 tensor's version counter) and a :class:`TbePlan` built from them is cached per layout:
 
-* the first call with a new layout reads every missing offsets tensor in one device-to-host copy
-  (1 sync, documented in the kernels);
+* the first call with a new layout reads every missing offsets tensor in one device-to-host copy;
 * later calls, or calls after :func:`register_host_values` seeded the cache from the host lists the
-  Python module already has, need 0 syncs.
+  Python module already has, read nothing back.
 
 Tables are grouped into :class:`TableClass` es: features whose tables have the same embedding dim D
 and start at the same residue modulo D in every element-wise buffer (weights, and the
 non-rowwise optimizer states).  A class reads and writes its tables through one ``[rows, D]``
 strided view of the flat buffer -- a proper, non-overlapping 2-D tensor that a device kernel can
 index without copying the table.  Tables built by upstream's TBE with one D (or dims that divide
-each other's row offsets) form one class per distinct D; the launch count of the kernels is per
+each other's row offsets) form one class per distinct D; the kernels' launches are counted per
 class.
 """
 
@@ -83,7 +82,7 @@ def host_values(*tensors: torch.Tensor) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...] | None] = [_lookup(t) for t in tensors]
     missing = [t for t, v in zip(tensors, out, strict=True) if v is None]
     if missing:
-        # One copy for all misses: a device-side cat (1 launch), then one sync.
+        # One copy for all misses: a device-side cat (after int64 casts), then one read-back.
         flat = torch.cat([m.reshape(-1).to(torch.int64) for m in missing]).cpu().tolist()
         pos = 0
         for m in missing:
@@ -94,7 +93,7 @@ def host_values(*tensors: torch.Tensor) -> list[tuple[int, ...]]:
 
 
 def arange_cached(n: int, device: torch.device, dtype: torch.dtype = torch.int64) -> torch.Tensor:
-    """``torch.arange(n)`` as a prefix view of a cached, growing buffer: 0 launches once warm.
+    """``torch.arange(n)`` as a prefix view of a cached, growing buffer: launch-free once warm.
 
     Callers must not write to the result.
     """
@@ -237,7 +236,8 @@ def get_plan(
     weights_offsets: torch.Tensor,
     state_offsets: Sequence[tuple[torch.Tensor, bool]] = (),
 ) -> TbePlan:
-    """The cached plan for this layout (built on first use: at most 1 host sync)."""
+    """The cached plan for this layout (built on first use, reading back only the offsets the
+    host cache misses)."""
     tensors = (D_offsets, weights_offsets, *(s for s, _ in state_offsets))
     key = (
         D_offsets.device,

@@ -29,10 +29,12 @@ to the buffer's dtype before the difference is taken, so a row ends exactly at i
 whenever old and new are within a factor of two of each other (Sterbenz), and within one rounding
 otherwise.
 
-Launches (one class, non-VBE, SUM, fp32 gradient): 10 -- sort, permute, 3 for the run ids, the
-run starts, _embedding_bag, zeros + index_copy, the skip mask; +1 (columns of the
-class) when the class is not the whole output, +2..4 for per-sample weights / MEAN, +1 for a
-half-precision gradient.  Writing one buffer: 3 (4 for half precision).  0 syncs.
+Launches (one class, non-VBE, SUM, fp32 gradient): sort, permute, the run ids (``zero_``, a compare,
+``cumsum``), the run starts, _embedding_bag, zeros + index_copy, the skip mask; the class's columns
+are selected when the class is not the whole output, per-sample weights and MEAN add the per-index
+scale, a half-precision gradient its cast to fp32.  Writing one buffer: the difference, its mask and
+the ``index_add`` (after a rounding for half precision).  Launches and syncs: ``BUDGETS`` in
+``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ def aggregate_class(
     indice_weights: torch.Tensor | None,
     vbe: VbeArgs | None,
 ) -> RunSlots:
-    """Steps 1-4 of the module docstring for one class; see there for the launch count."""
+    """Steps 1-4 of the module docstring for one class; see there for what it launches."""
     L = mat.size(1)
     dev = mat.device
     key_sorted, perm = torch.sort(mat[1], stable=True)
@@ -161,8 +163,8 @@ def write_rows(
     """``target[rows[k]] = new[k]`` for every valid slot ``k``, in place, deterministic.
 
     ``target``: a ``[n, D]`` view or a 1-D buffer; ``old``: the values gathered at ``rows`` (in
-    ``target``'s dtype); ``new``: the new values (any float dtype).  Launches: 3, +1 when ``new``
-    must be rounded to ``target``'s dtype.
+    ``target``'s dtype); ``new``: the new values (any float dtype).  Launches: the difference,
+    its mask and the ``index_add``, after a rounding when ``new`` is not in ``target``'s dtype.
     """
     if new.dtype != target.dtype:
         new = new.to(target.dtype)
@@ -173,7 +175,7 @@ def write_rows(
 
 
 def accumulate_rows(target: torch.Tensor, rows: torch.Tensor, delta: torch.Tensor) -> None:
-    """``target[rows[k]] += delta[k]`` in place (1 launch): ``index_add`` written into ``target``
+    """``target[rows[k]] += delta[k]`` in place: one ``index_add`` written into ``target``
     itself, which torch_npu runs natively (its in-place ``index_add_`` is not in the list) and
     the CPU runs about twice as fast as ``index_put_(accumulate=True)``."""
     torch.index_add(target, 0, rows, delta, out=target)

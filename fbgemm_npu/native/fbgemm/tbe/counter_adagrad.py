@@ -1,9 +1,10 @@
 """Rowwise AdaGrad with counter-based regularization: the step of upstream's
 ``rowwise_adagrad_with_counter`` optimizer, one of :data:`.optimizers.OPTIMIZERS`.
 
-The math follows upstream's CPU kernel line by line; launches: about 20-30 per table class
-depending on the modes (counter / CowClip math on row scalars: over the 40-launch budget with the
-rest of the backward; a fused kernel is the remedy).
+The math follows upstream's CPU kernel line by line; its launches depend on the modes (counter /
+CowClip math on row scalars, one ATen op per term: with the rest of the backward, over the
+catalogue's target for a training step; a fused kernel is the remedy).  Launches and syncs:
+``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def rowwise_adagrad_with_counter(
     kernel line by line: counter decay by ``counter_halflife``, learning-rate adjustment by
     ``learning_rate_mode`` for rows above the tail-id threshold, the weight-decay correction of
     ``weight_decay_mode`` (1 L2, 2 decoupled, 3 AdagradW with lazy decay), CowClip's
-    per-row gradient clipping.  Launches: about 20-30 depending on the modes.
+    per-row gradient clipping.  Its launches depend on the modes (see the module docstring).
     """
     m, prev, rc = states
     it = float(a.iter)

@@ -6,8 +6,9 @@ parameter (the size of the tables, as upstream's does) instead of updating rows 
 ``grad[row of index i] += s_i * grad_output[bag of i, columns of its feature]``, accumulated with
 ``index_put_(accumulate=True)``.  The forward is :func:`.forward.tbe_forward`.
 
-Launches of the backward per table class: zeros (once) + the gradient rows (2-3) + scale (0-3) +
-member mask (1) + index_put_ (1); 0 syncs.
+Launches of the backward per table class: zeros (once), the gradient rows, the per-index scale (with
+per-sample weights or MEAN), the member mask and the ``index_put_``.  Launches and syncs:
+``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations

@@ -26,24 +26,25 @@ Program (per call, then per table class of :mod:`fbgemm_npu.native.fbgemm.tbe._u
 
 1. ``bag = searchsorted(offsets[1:], arange(L), right=True)``: the bag of each index (``T * B``
    for indices past ``offsets[-1]``, which upstream ignores); ``t = bag // B`` (VBE: searchsorted
-   on ``B_offsets``).  The arange is a cached workspace (0 launches once warm).
+   on ``B_offsets``).  The arange is a cached workspace (launch-free once warm).
 2. per class: one ``index_select`` of the class's per-feature (base, mul) table by ``t`` and one
    ``addcmul`` give the index matrix (row 0: the row in the class's ``[n, D]`` view of the
    weights; the other rows serve the backward);
 3. ``_embedding_bag`` over all bags with ``offsets`` (non-member features read row 0 into bags
    that are never written out), then the pooled rows are written to their output columns.
 
-Launches (non-VBE, one class, fp32): 6 -- searchsorted, floor_divide, index_select, addcmul,
-_embedding_bag, the transposing copy into the output (dtype conversion included); +2 when
-autograd will need the backward (the gradient row of each index, see ``_set_grad_rows``); +1 for a
-half-precision per-sample weight cast; +3 for weighted MEAN (bag lengths, clamp, divide); +1 to
-cast int32 offsets when the indices are int64 (upstream's module makes them match).  Each further
-class adds 2 (index_select, addcmul) + 1 (_embedding_bag) + 2-3 (select members, cast, index_put_
-into the output).  VBE: 17 for one class -- the per-bag output offsets are data the call brings
-(8 launches, :func:`vbe_row_output_offsets`), plus the feature search and the element scatter:
-over the 10-launch budget of a fixed-batch lookup (a fused kernel is the remedy).  The first
-call with a new table layout reads the layout on the host (1 sync) unless
-``fbgemm_npu.split_table.register_tbe_layout`` gave it; 0 syncs afterwards.
+Launches (non-VBE, one class, fp32): searchsorted, floor_divide, index_select, addcmul,
+_embedding_bag, the transposing copy into the output (dtype conversion included); the gradient
+row of each index when autograd will need the backward (see ``_set_grad_rows``); a cast of
+half-precision per-sample weights; for weighted MEAN the bag lengths, a clamp and a divide; a
+cast of int32 offsets when the indices are int64 (upstream's module makes them match).  Each
+further class adds its index_select, addcmul and _embedding_bag, and the member select, cast and
+index_put_ into the output.  VBE: the per-bag output offsets are data the call brings
+(:func:`vbe_row_output_offsets`), plus the feature search and the element scatter: over the
+catalogue's target for a fixed-batch lookup (a fused kernel is the remedy).  The first call with
+a new table layout reads the layout on the host unless
+``fbgemm_npu.split_table.register_tbe_layout`` gave it; later calls read nothing back.
+Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -142,9 +143,9 @@ def vbe_row_output_offsets(
     ``output_offsets_feature_rank[r * T + t] + (k - S[t, r]) * D_t``.  ``dims``: ``[T]`` int64.
     Returns ``(row_output_offsets [total_B] int64, block [total_B] int64)``.
 
-    Launches: 8 (block starts and their cast, permuted block output offsets, per-block base,
-    searchsorted, two gathers, addcmul), +3 for the data-independent block tables unless
-    ``cache`` (a dict kept with the layout) holds them; 0 syncs.
+    Launches: block starts and their cast, permuted block output offsets, per-block base,
+    searchsorted, two gathers, addcmul, and the data-independent block tables unless ``cache``
+    (a dict kept with the layout) holds them; nothing is read back to the host.
     """
     T = B_offsets.numel() - 1
     R = B_offsets_rank_per_feature.size(1) - 1
@@ -172,8 +173,8 @@ def _set_grad_rows(
     """Row 2 of each index matrix := the row of the index's gradient in the backward's view of
     ``grad_output`` (``fbgemm_npu.native.fbgemm.tbe.backward``): sample ``b`` and member ``j`` give
     ``b * T_c + j`` (pooled), the bag with VBE, the index itself with pooling NONE.  Done here so
-    that the backward gets it permuted with the rest of the matrix.  Launches: 1 per class (+1
-    shared remainder)."""
+    that the backward gets it permuted with the rest of the matrix.  Launches: a copy or an add
+    per class (after one shared remainder when pooled without VBE)."""
     if pooling_mode == POOLING_NONE:
         for mat in mats:
             mat[2].copy_(arange_cached(mat.size(1), mat.device))
@@ -205,8 +206,8 @@ def tbe_forward(
     ``for_backward=False`` computes only the rows the forward needs (inference).
     ``index_scale``: given the feature of each index (``[L]``, ``T`` past ``offsets[-1]``), the
     ``[L]`` fp32 factor of each looked-up row (global weight decay): folded into the per-sample
-    weights (+1 launch with per-sample weights, +1 for half-precision weights) or, with pooling
-    NONE, multiplied into the rows (+1); saved in the state for the backward.
+    weights (a multiply with per-sample weights, and a cast for half-precision weights) or,
+    with pooling NONE, multiplied into the rows; saved in the state for the backward.
     """
     L = indices.numel()
     bag, t, B = _bags_and_features(plan, indices, offsets, vbe)

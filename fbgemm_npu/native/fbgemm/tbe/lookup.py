@@ -41,8 +41,8 @@ __all__ = ["SplitLookupFunction", "lookup_forward_only", "run_backward", "run_lo
 
 def _gwd_index_scale(call: LookupCall) -> Any:
     """The forward's per-index global-weight-decay factor (None without GWD): upstream's forward
-    scales each looked-up row by the decay still pending on it.  Launches: 4 + those of
-    :func:`.optimizers.gwd_factor`."""
+    scales each looked-up row by the decay still pending on it.  Launches: a gather, an add, a
+    clamp and a gather of ``prev_iter``, then :func:`.optimizers.gwd_factor`."""
     gwd = call.gwd
     if gwd is None:
         return None
@@ -228,9 +228,10 @@ def _apply_gwd(
     """Global weight decay of the de-duplicated rows before the AdaGrad step (upstream's
     ``compute_global_weight_decay``): ``w *= factor(prev_iter)``, rounded to the weights' dtype
     as upstream stores it, and ``prev_iter := iter`` at every valid slot.  ``rows``: the slots'
-    rows in the rowwise ``momentum1`` buffer, which ``prev_iter`` shares.  Launches: 1 gather +
-    gwd_factor (6) + 1 multiply (+2 for half-precision weights) + 3 for the ``prev_iter`` write;
-    0 syncs."""
+    rows in the rowwise ``momentum1`` buffer, which ``prev_iter`` shares.  Launches: a gather,
+    :func:`.optimizers.gwd_factor`, a multiply (and the rounding casts for half-precision
+    weights), then ``rsub``, ``masked_fill_`` and ``index_add`` for the ``prev_iter`` write; no
+    host sync."""
     prev = gwd.prev_iter.index_select(0, rows)
     factor = gwd_factor(prev, call.step, gwd.lower_bound)
     w_in = w_in * factor[:, None]

@@ -59,10 +59,10 @@ def bounds_check_indices_npu(
       int32 indices with int64 offsets repair a converted copy of the offsets, as upstream's
       CPU kernel does, so the caller's offsets stay as they were.
 
-    Launches (WARNING): 22 -- 8 to repair and check the offsets (clamp, cummax, ...), 4 to find
-    each index's table size, 5 for the index check, 2 repairs, 3 for the count; FATAL: 19 plus
-    the device-side assert.  ``cummax`` runs as torch_npu's
-    ``_cummax_helper``.  Syncs: 0.
+    Launches (WARNING): the repair and check of the offsets (clamp, cummax, ...), each index's
+    table size, the index check, the repairs and the count; FATAL finds the same flags, repairs
+    nothing and raises through the device-side assert.  ``cummax`` runs as torch_npu's
+    ``_cummax_helper``.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = BOUNDS_CHECK_INDICES
     mode = int(bounds_check_mode)
@@ -137,7 +137,8 @@ def get_infos_metadata_npu(unused: torch.Tensor, B: int, T: int) -> tuple[int, i
     """``(info_B_num_bits, info_B_mask)``: the bits of a 32-bit (feature, sample) code left for
     the sample once the feature takes ``bit_length(T)`` bits (upstream's CPU rule).
 
-    Raises ``RuntimeError`` when ``B`` does not fit.  Host arithmetic only: 0 launches.
+    Raises ``RuntimeError`` when ``B`` does not fit.  Host arithmetic only: nothing runs on the
+    device.
     """
     op = GET_INFOS_METADATA
     if B <= 0 or T <= 0:
@@ -170,7 +171,8 @@ def generate_vbe_metadata_npu(
     ``row_output_offsets[k] = output_offsets_feature_rank[r * T + t] + b * D_t`` (int64) and
     ``b_t_map[k] = (t << info_B_num_bits) | (k - B_offsets[t])`` (int32 bit pattern).  A given
     ``vbe_output_offsets`` replaces the first output.  ``D`` and ``nobag`` are unused, as on
-    upstream's CPU.  Launches: about 14; syncs: 0.
+    upstream's CPU.  Launches: the per-bag output offsets (as the forward's VBE path builds
+    them) and ``b_t_map``.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = GENERATE_VBE_METADATA
     if B_offsets.dim() != 1 or B_offsets_rank_per_feature.dim() != 2:

@@ -15,8 +15,8 @@ Upstream's Meta kernels stay in charge of shapes.  The metadata ops (``bounds_ch
 ``get_infos_metadata``, ``generate_vbe_metadata``) live in :mod:`.metadata`;
 ``dense_embedding_codegen_lookup_function`` is registered here.
 
-Launch counts: see :mod:`.forward` (forward) and
-:mod:`.backward` plus :mod:`.optimizers` (backward).
+What the lookups launch: see :mod:`.forward` (forward) and :mod:`.backward` plus
+:mod:`.optimizers` (backward).  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ in fp32 and rounded to nearest when written back (upstream's CUDA kernels may ro
 stochastically; ``stochastic_rounding`` is accepted and ignored).
 
 ``lr`` is a Python float when upstream's ``learning_rate_tensor`` lives on the host (its
-default) and a 0-D device tensor otherwise.  Each step function's docstring gives its launches
-(per table class; the gathers and write-backs are counted by the caller).  Whole backward +
-optimizer step per class, measured on the simulator (fp32): sgd 13, adagrad 22, rowwise_adagrad
-24 (30 with L2 decay), adam 28, partial_rowwise_adam 29, lamb 33, partial_rowwise_lamb 34,
-lars_sgd 27, rowwise_adagrad_with_counter about 60 (counter / CowClip math on row scalars: over
-the 40-launch budget; a fused kernel is the remedy; its step is in :mod:`.counter_adagrad`).
+default) and a 0-D device tensor otherwise.  Each step function runs per table class, one ATen
+op per term of its math (the gathers and write-backs are the caller's).  The whole backward with
+its optimizer step (the lookups' ``backward`` paths): ``BUDGETS`` in ``budgets.py``
+(docs/ops.md); rowwise_adagrad_with_counter's counter / CowClip math on row scalars puts its
+training step over the catalogue's target (a fused kernel is the remedy; its step is in
+:mod:`.counter_adagrad`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class OptimizerSpec:
 
 
 def _axpy(w: Tensor, g: Tensor, scale: Tensor, lr: Scalar) -> Tensor:
-    """``w - lr * g * scale``: one launch for a host ``lr``."""
+    """``w - lr * g * scale``: one ``addcmul`` for a host ``lr``."""
     if isinstance(lr, Tensor):
         return w - lr * (g * scale)
     return torch.addcmul(w, g, scale, value=-lr)
@@ -74,7 +74,7 @@ def _norm(x: Tensor) -> Tensor:
 
 
 def sgd(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor, list[Tensor]]:
-    """``w - lr * g`` (1 launch; 2 with a device lr)."""
+    """``w - lr * g`` (one ``add``; a multiply and a subtraction with a device lr)."""
     if isinstance(a.lr, Tensor):
         return w - a.lr * g, []
     return torch.add(w, g, alpha=-a.lr), []
@@ -83,12 +83,12 @@ def sgd(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor
 def sgd_delta(
     g: Tensor, states: list[Tensor], keep: Tensor, a: StepArgs
 ) -> tuple[Tensor, list[Tensor]]:
-    """SGD as an update: ``dw = -lr * g`` on kept slots (2 launches)."""
+    """SGD as an update: ``dw = -lr * g`` on kept slots."""
     return g * (keep * -float(a.lr))[:, None], []
 
 
 def adagrad(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor, list[Tensor]]:
-    """``m += g^2; w -= lr * g / (sqrt(m) + eps)`` elementwise (4 launches)."""
+    """``m += g^2; w -= lr * g / (sqrt(m) + eps)`` elementwise."""
     m = torch.addcmul(states[0], g, g)
     denom = m.sqrt().add_(a.get("eps"))
     if isinstance(a.lr, Tensor):
@@ -105,7 +105,7 @@ def rowwise_adagrad(
     ``gg = g + wd * w`` (L2 only), ``m += mean(gg^2)``, ``mult = lr / (sqrt(m) + eps)``,
     ``w = corr * w - mult * g`` with ``corr = 1 - mult * wd`` (L2), ``1 - lr * wd``
     (decoupled) or 1; then rows with ``||w|| > max_norm > 0`` are scaled to norm ``max_norm``.
-    Launches: 8 (+1..3 for L2 / decoupled decay, +4 for max_norm).
+    The decay modes and ``max_norm`` add their terms' ops.
     """
     wd = a.get("weight_decay")
     mode = int(a.get("weight_decay_mode"))
@@ -130,8 +130,8 @@ def gwd_factor(prev_iter: Tensor, a: StepArgs, lower_bound: float) -> Tensor:
     """Global weight decay (``WeightDecayMode.DECOUPLE_GLOBAL``), upstream's
     ``compute_global_weight_decay``: the factor of a row last touched at iteration ``prev_iter``
     (fp32, 0 = never), now at iteration ``a.iter``: 1 where ``prev_iter == 0``, else
-    ``max(lower_bound, (1 - lr * wd)^max(iter - prev_iter - 1, 0))`` in fp32.
-    Launches: 6 (+2 for a device lr)."""
+    ``max(lower_bound, (1 - lr * wd)^max(iter - prev_iter - 1, 0))`` in fp32 (a device lr adds
+    the ops of ``1 - lr * wd``)."""
     base: Scalar = 1.0 - a.lr * a.get("weight_decay")
     e = torch.rsub(prev_iter, float(a.iter - 1)).clamp_(min=0.0)
     if isinstance(base, Tensor):
@@ -147,7 +147,7 @@ def rowwise_adagrad_delta(
 ) -> tuple[Tensor, list[Tensor]]:
     """Rowwise AdaGrad without weight decay or max_norm as an update: ``dm = ||g||^2 / D``,
     ``dw = -lr * g / (sqrt(m + dm) + eps)``, both 0 where ``keep`` is 0.  Reads no weights and
-    passes over ``[L, D]`` only for the norm and ``dw``.  Launches: 9."""
+    passes over ``[L, D]`` only for the norm and ``dw``."""
     s = torch.linalg.vector_norm(g, dim=1)
     dm = (s * s).mul_(keep / g.size(1))
     inv = (states[0] + dm).sqrt_().add_(a.get("eps")).reciprocal_()
@@ -170,7 +170,7 @@ def rowwise_rmsprop_ar(
     """Rowwise RMSprop with adaptive regularization (states ``momentum1``, ``prev_iter``):
     ``v = b v + (1 - b) mean(g^2)``, ``mult = lr / (sqrt(v) + eps)``, ``gap = iter - prev``
     (1 on first touch), ``lam = clamp(lr * ar_alpha * gap, 0, 1)``,
-    ``w = max(min_shrinkage, 1 - lam) * w - mult * g``, ``prev = iter``.  Launches: about 14.
+    ``w = max(min_shrinkage, 1 - lam) * w - mult * g``, ``prev = iter``.
     """
     m, prev = states
     it = float(a.iter)
@@ -185,13 +185,14 @@ def rowwise_rmsprop_ar(
 
 
 def _lerp(state: Tensor, x: Tensor, weight: float) -> Tensor:
-    """``(1 - weight) * state + weight * x``: an exponential moving average in one launch."""
+    """``(1 - weight) * state + weight * x``: an exponential moving average, one ``lerp``."""
     return torch.lerp(state, x, weight)
 
 
 def _bias_denom(v: Tensor, c2: float, eps: float) -> Tensor:
     """``sqrt(v) + eps * sqrt(c2)``: with ``k = sqrt(c2) / c1``, ``m / c1 / (sqrt(v / c2) +
-    eps) = k * m / (sqrt(v) + eps * sqrt(c2))`` -- upstream's bias-corrected ratio, 2 launches."""
+    eps) = k * m / (sqrt(v) + eps * sqrt(c2))`` -- upstream's bias-corrected ratio (a ``sqrt``
+    and an ``add_``)."""
     return v.sqrt().add_(eps * math.sqrt(c2))
 
 
@@ -199,7 +200,7 @@ def adam(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tenso
     """Adam (CUDA kernel): ``m1 = b1 m1 + (1 - b1) g``, ``m2 = b2 m2 + (1 - b2) g^2``,
     ``w -= lr * (m1 / (1 - b1^k) / (sqrt(m2 / (1 - b2^k)) + eps) + wd * w)`` with ``k = iter``,
     or, with ``use_rowwise_bias_correction``, ``k = ++row_counter`` per row (third state).
-    Launches: 6-7 (about 13 with rowwise bias correction)."""
+    The rowwise bias correction costs the per-row powers and divisions."""
     b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
     m1 = _lerp(states[0], g, 1.0 - b1)
     m2 = _lerp(states[1], g * g, 1.0 - b2)
@@ -225,7 +226,7 @@ def partial_rowwise_adam(
     g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs
 ) -> tuple[Tensor, list[Tensor]]:
     """Adam with a rowwise second moment: ``v = b2 v + (1 - b2) mean(g^2)`` (state 2 rowwise),
-    ``w -= lr * (m1 / (1 - b1^k) / (sqrt(v / (1 - b2^k)) + eps) + wd * w)``.  Launches: 8-9."""
+    ``w -= lr * (m1 / (1 - b1^k) / (sqrt(v / (1 - b2^k)) + eps) + wd * w)``."""
     b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
     m1 = _lerp(states[0], g, 1.0 - b1)
     v = _lerp(states[1], _sq_mean(g), 1.0 - b2)
@@ -239,7 +240,7 @@ def partial_rowwise_adam(
 
 
 def _lamb_apply(w: Tensor, r: Tensor, lr: Scalar) -> Tensor:
-    """``w - lr * (||w|| / ||r||) * r`` per row: 4 launches."""
+    """``w - lr * (||w|| / ||r||) * r`` per row: two norms, a divide and :func:`_axpy`."""
     ratio = _norm(w) / _norm(r)
     return _axpy(w, r, ratio[:, None], lr)
 
@@ -254,7 +255,7 @@ def _lamb_r(m1: Tensor, denom: Tensor, w: Tensor, c1: float, c2: float, wd: floa
 
 def lamb(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor, list[Tensor]]:
     """LAMB (CUDA kernel): Adam moments, ``r = m1_hat / (sqrt(m2_hat) + eps) + wd * w``,
-    ``w -= lr * (||w|| / ||r||) * r`` per row.  Launches: 11."""
+    ``w -= lr * (||w|| / ||r||) * r`` per row."""
     b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
     m1 = _lerp(states[0], g, 1.0 - b1)
     m2 = _lerp(states[1], g * g, 1.0 - b2)
@@ -267,8 +268,7 @@ def partial_rowwise_lamb(
     g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs
 ) -> tuple[Tensor, list[Tensor]]:
     """LAMB with a rowwise second moment (state 2 rowwise): ``m2 = b2 m2 + (1 - b2) mean(g^2)``,
-    ``r = m1 / (1 - b1^k) / (sqrt(m2 / (1 - b2^k)) + eps) + wd * w``, then LAMB's trust ratio.
-    Launches: 12."""
+    ``r = m1 / (1 - b1^k) / (sqrt(m2 / (1 - b2^k)) + eps) + wd * w``, then LAMB's trust ratio."""
     b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
     m2 = _lerp(states[1], _sq_mean(g), 1.0 - b2)
     c1, c2 = 1.0 - b1**a.iter, 1.0 - b2**a.iter
@@ -281,7 +281,7 @@ def lars_sgd(
     g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs
 ) -> tuple[Tensor, list[Tensor]]:
     """LARS-SGD (CUDA kernel): ``lr' = lr * eta * ||w|| / (||g|| + wd * ||w||)`` per row,
-    ``m = momentum * m + lr' * (g + wd * w)``, ``w -= m``.  Launches: about 10."""
+    ``m = momentum * m + lr' * (g + wd * w)``, ``w -= m``."""
     eta, mom, wd = a.get("eta"), a.get("momentum"), a.get("weight_decay")
     wn = _norm(w)
     gn = _norm(g)
