@@ -63,14 +63,15 @@ def _constructor_swap(module: Any, name: str, build: Callable[..., Any]) -> Iter
         setattr(module, name, real)
 
 
-def fused_init(orig: Callable[..., None]) -> Callable[..., None]:
-    """Build the fused TBE of an npu kernel as ``ComputeDevice.CUDA`` + the kernel's location.
-
-    torchrec 1.9.2 gives every device but cuda/mtia ``ComputeDevice.CPU`` +
-    ``EmbeddingLocation.HOST``: upstream's CPU mode (``weights_host``, and only the sgd / adagrad /
-    rowwise adagrad optimizers).  An npu is an accelerator with its own memory: its tables belong
-    in ``weights_dev`` (``EmbeddingLocation.DEVICE`` for the ``fused`` kernel), with every
-    optimizer of upstream's device path, which our pt2 lookup kernels implement.
+def _npu_construction_init(
+    orig: Callable[..., None],
+    class_name: str,
+    builder: Callable[[inspect.BoundArguments], Callable[..., Any]],
+) -> Callable[..., None]:
+    """``orig`` (a torchrec kernel's ``__init__``), changed only for an npu ``device``: then it
+    runs with that device current and with its one construction of ``class_name`` (a TBE class
+    of ``batched_embedding_kernel``) done by ``builder(bound arguments)`` (see
+    :func:`_constructor_swap`).  The fused and the dense kernels differ only in that builder.
     """
     sig = inspect.signature(orig)
 
@@ -81,6 +82,26 @@ def fused_init(orig: Callable[..., None]) -> Callable[..., None]:
         if not _is_npu(device):
             orig(*bound.args, **bound.kwargs)
             return
+        from torchrec.distributed import batched_embedding_kernel as bek
+
+        build = builder(bound)
+        with _npu_device(device), _constructor_swap(bek, class_name, build):
+            orig(*bound.args, **bound.kwargs)
+
+    return __init__
+
+
+def fused_init(orig: Callable[..., None]) -> Callable[..., None]:
+    """Build the fused TBE of an npu kernel as ``ComputeDevice.CUDA`` + the kernel's location.
+
+    torchrec 1.9.2 gives every device but cuda/mtia ``ComputeDevice.CPU`` +
+    ``EmbeddingLocation.HOST``: upstream's CPU mode (``weights_host``, and only the sgd / adagrad /
+    rowwise adagrad optimizers).  An npu is an accelerator with its own memory: its tables belong
+    in ``weights_dev`` (``EmbeddingLocation.DEVICE`` for the ``fused`` kernel), with every
+    optimizer of upstream's device path, which our pt2 lookup kernels implement.
+    """
+
+    def builder(bound: inspect.BoundArguments) -> Callable[..., Any]:
         from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
         from fbgemm_gpu.tbe.config.embedding_config import ComputeDevice
         from torchrec.distributed import batched_embedding_kernel as bek
@@ -105,13 +126,9 @@ def fused_init(orig: Callable[..., None]) -> Callable[..., None]:
                 specs.append(spec)
             return real(*a, embedding_specs=specs, **kw)
 
-        with (
-            _npu_device(device),
-            _constructor_swap(bek, "SplitTableBatchedEmbeddingBagsCodegen", build),
-        ):
-            orig(*bound.args, **bound.kwargs)
+        return build
 
-    return __init__
+    return _npu_construction_init(orig, "SplitTableBatchedEmbeddingBagsCodegen", builder)
 
 
 def dense_init(orig: Callable[..., None]) -> Callable[..., None]:
@@ -120,28 +137,15 @@ def dense_init(orig: Callable[..., None]) -> Callable[..., None]:
     torchrec 1.9.2 sets ``use_cpu`` whenever CUDA and MTIA are absent, which would put an npu
     kernel's weights on the CPU.
     """
-    sig = inspect.signature(orig)
 
-    @functools.wraps(orig)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        bound = sig.bind(self, *args, **kwargs)
-        device = bound.arguments.get("device")
-        if not _is_npu(device):
-            orig(*bound.args, **bound.kwargs)
-            return
-        from torchrec.distributed import batched_embedding_kernel as bek
-
+    def builder(bound: inspect.BoundArguments) -> Callable[..., Any]:
         def build(real: type, *a: Any, **kw: Any) -> Any:
             kw["use_cpu"] = False
             return real(*a, **kw)
 
-        with (
-            _npu_device(device),
-            _constructor_swap(bek, "DenseTableBatchedEmbeddingBagsCodegen", build),
-        ):
-            orig(*bound.args, **bound.kwargs)
+        return build
 
-    return __init__
+    return _npu_construction_init(orig, "DenseTableBatchedEmbeddingBagsCodegen", builder)
 
 
 def default_device_shard(orig: Callable[..., Any]) -> Callable[..., Any]:
