@@ -131,6 +131,27 @@ def _multi_call(
     return inputs, batch, widths, _out_lengths(op, out_lengths)
 
 
+def _permute_multi(
+    op: str,
+    pooled_embs: Sequence[torch.Tensor],
+    permutes: torch.Tensor,
+    in_shapes: torch.Tensor,
+    out_shapes: torch.Tensor,
+    out_lengths: Sequence[int],
+    reverse: bool,
+) -> list[torch.Tensor]:
+    """The PrivateUse1 program of both ``permute_multi_embedding`` ops, checked and named as
+    ``op``: the gather, or (``reverse``) the scatter back."""
+    call = _multi_call(op, pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
+    inputs, batch, widths, lengths = call
+    if batch == 0:
+        return _no_rows(inputs[0], lengths)
+    if reverse:
+        src = _multi_src(op, permutes, lengths, widths)
+        return plans.scatter_src(inputs, src, lengths, batch)
+    return plans.apply_src(inputs, _multi_src(op, permutes, widths, lengths), lengths)
+
+
 def permute_multi_embedding_function_npu(
     pooled_embs: Sequence[torch.Tensor],
     permutes: torch.Tensor,
@@ -153,14 +174,8 @@ def permute_multi_embedding_function_npu(
     (docs/ops.md).
     """
     op = PERMUTE_MULTI_EMBEDDING_FUNCTION
-    call = _multi_call(op, pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
-    inputs, batch, widths, lengths = call
-    if batch == 0:
-        return _no_rows(inputs[0], lengths)
-    if reverse:
-        src = _multi_src(op, permutes, lengths, widths)
-        return plans.scatter_src(inputs, src, lengths, batch)
-    return plans.apply_src(inputs, _multi_src(op, permutes, widths, lengths), lengths)
+    args = (pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
+    return _permute_multi(op, *args, reverse=reverse)
 
 
 def permute_multi_embedding_npu(
@@ -171,12 +186,8 @@ def permute_multi_embedding_npu(
     out_lengths: Sequence[int],
 ) -> list[torch.Tensor]:
     """``permute_multi_embedding_function(..., reverse=False)``; same launches and syncs."""
-    op = PERMUTE_MULTI_EMBEDDING
-    call = _multi_call(op, pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
-    inputs, batch, widths, lengths = call
-    if batch == 0:
-        return _no_rows(inputs[0], lengths)
-    return plans.apply_src(inputs, _multi_src(op, permutes, widths, lengths), lengths)
+    args = (pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
+    return _permute_multi(PERMUTE_MULTI_EMBEDDING, *args, reverse=False)
 
 
 def _no_rows(first: torch.Tensor, lengths: Sequence[int]) -> list[torch.Tensor]:
