@@ -130,29 +130,10 @@ void delete_alias(void* ctx) {
   delete static_cast<AliasCtx*>(ctx);
 }
 
-at::Tensor cpu_alias(const at::Tensor& t) {
-  const c10::Storage& st = t.storage();
-  auto* ctx = new AliasCtx{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(st.unsafeGetStorageImpl())};
-  c10::DataPtr ptr(st.mutable_data(), ctx, &delete_alias, c10::Device(c10::kCPU));
-  c10::Storage cpu_storage(c10::Storage::use_byte_size_t(), st.nbytes(), std::move(ptr),
-                           c10::GetCPUAllocator(), /*resizable=*/true);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(cpu_storage),
-                                                   c10::DispatchKeySet(c10::DispatchKey::CPU),
-                                                   t.dtype());
-  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  at::Tensor out(std::move(impl));
-  if (t.is_conj()) {
-    out._set_conj(true);
-  }
-  if (t.is_neg()) {
-    out._set_neg(true);
-  }
-  return out;
-}
-
-at::Tensor wrap_device(const c10::Storage& storage, const at::Tensor& like) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage),
-                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+// A tensor on `storage` under dispatch key `key` with `like`'s dtype, geometry and conj/neg bits:
+// the one way the simulator re-labels memory between the CPU and the device.
+at::Tensor tensor_like(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
                                                    like.dtype());
   impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
   at::Tensor out(std::move(impl));
@@ -163,6 +144,19 @@ at::Tensor wrap_device(const c10::Storage& storage, const at::Tensor& like) {
     out._set_neg(true);
   }
   return out;
+}
+
+at::Tensor cpu_alias(const at::Tensor& t) {
+  const c10::Storage& st = t.storage();
+  auto* ctx = new AliasCtx{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(st.unsafeGetStorageImpl())};
+  c10::DataPtr ptr(st.mutable_data(), ctx, &delete_alias, c10::Device(c10::kCPU));
+  c10::Storage cpu_storage(c10::Storage::use_byte_size_t(), st.nbytes(), std::move(ptr),
+                           c10::GetCPUAllocator(), /*resizable=*/true);
+  return tensor_like(std::move(cpu_storage), c10::DispatchKey::CPU, t);
+}
+
+at::Tensor wrap_device(const c10::Storage& storage, const at::Tensor& like) {
+  return tensor_like(c10::Storage(storage), c10::DispatchKey::PrivateUse1, like);
 }
 
 // ---------------------------------------------------------------- device guard
