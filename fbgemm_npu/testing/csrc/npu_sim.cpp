@@ -281,16 +281,21 @@ struct NpuHooks final : at::PrivateUse1HooksInterface {
 };
 
 // ---------------------------------------------------------------- native kernels
-at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
-                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
-                               std::optional<bool> pin_memory,
-                               std::optional<c10::MemoryFormat> memory_format) {
-  const auto dev = c10::device_or_default(device);
+// The device of an empty_* call, once its layout and pinning are ones the simulator can give.
+c10::Device empty_device(std::optional<c10::Device> device, std::optional<c10::Layout> layout,
+                         std::optional<bool> pin_memory) {
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
               "npu (simulated): only strided tensors are supported");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
               "npu (simulated): only CPU memory can be pinned");
-  c10::DeviceGuard guard(dev);
+  return c10::device_or_default(device);
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  c10::DeviceGuard guard(empty_device(device, layout, pin_memory));
   return at::detail::empty_generic(size, &g_allocator,
                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
@@ -299,12 +304,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
                          std::optional<c10::Device> device, std::optional<bool> pin_memory) {
-  const auto dev = c10::device_or_default(device);
-  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
-              "npu (simulated): only strided tensors are supported");
-  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
-              "npu (simulated): only CPU memory can be pinned");
-  c10::DeviceGuard guard(dev);
+  c10::DeviceGuard guard(empty_device(device, layout, pin_memory));
   return at::detail::empty_strided_generic(size, stride, &g_allocator,
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
