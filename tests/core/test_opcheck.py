@@ -1,0 +1,253 @@
+"""Every op the registrar registers through ``torch.library.opcheck`` on npu: the groundwork of
+the gate "every op passes the checks a PyTorch op must pass".
+
+One case per (op, sample of :mod:`fbgemm_npu.testing.op_samples`, check), the checks being
+``test_schema`` (SchemaCheckMode: aliasing and mutation as the schema declares),
+``test_faketensor`` (the fake / Meta kernel against the real one), ``test_aot_dispatch_static``
+and ``test_aot_dispatch_dynamic`` (AOTAutograd tracing, forward and backward, against eager).
+What fails today is in :data:`XFAIL`, strict: a fix shows up as XPASS, which fails until its
+entry is trimmed.  Plus: every registered op has samples, and they require grad where we
+register an autograd kernel.
+
+Where a sample requires grad, our ``AutogradPrivateUse1`` kernel runs in Python without
+redispatching to the op, so ``test_schema`` / ``test_faketensor`` see the ATen ops inside it; the
+sample without grad (the last one of such an op) reaches the op and its fake kernel.
+The file takes ~15 s on a 2-core host (25 s when loaded): collecting (every sample built once)
+~1.6 s, then ``test_schema`` ~1.2 s, ``test_faketensor`` ~0.1 s, ``test_aot_dispatch_static``
+~3.5 s, ``test_aot_dispatch_dynamic`` ~7 s in all, so nothing is marked ``slow``.  A failure is
+reported in one line (pytest formatting torch's deep tracebacks would cost more than the checks).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import traceback
+
+import pytest
+import torch
+
+from fbgemm_npu._registry import REGISTRY
+from fbgemm_npu.testing.op_samples import has_autograd, sample_ops, samples
+from fbgemm_npu.testing.op_samples_tbe import LOOKUP_OPTIMIZERS
+from fbgemm_npu.testing.tbe_inputs import NPU
+
+UTILS = ("test_schema", "test_faketensor", "test_aot_dispatch_static", "test_aot_dispatch_dynamic")
+SCHEMA, FAKE, STATIC, DYNAMIC = UTILS
+AOT = (STATIC, DYNAMIC)
+F = "fbgemm::"
+
+# Causes shared by several entries.  "ours:" is ours to fix (fbgemm_npu/native/...), "upstream:"
+# is fbgemm_gpu's fake / Meta kernel or schema (rule 1: we may only add a Meta kernel where
+# upstream has none), "opcheck:" is the harness.
+LR_READ = (
+    "ours: parse_call reads the CPU learning_rate_tensor with .item() while traced (tbe/call.py);"
+    " past it, get_plan reads the layout back (tbe/_utils.py host_values)"
+)
+LAYOUT_READ = (
+    "ours: get_plan reads D_offsets / weights_offsets back with .cpu().tolist() while traced: the "
+    "id-keyed layout cache misses the traced tensors (tbe/_utils.py host_values)"
+)
+SIZE_READ = (
+    "ours: the output size is read back with .tolist() and range-checked on the host while "
+    "traced (index_select/_utils.py select_rows_index -> native/_checks.py read_with)"
+)
+SIZE_READ_SCHEMA = (
+    "ours: the output-size .tolist() runs below autograd, where its aten.resolve_conj reaches "
+    "SchemaCheckMode and returns its input (index_select/_utils.py select_rows_index)"
+)
+NO_FAKE = "ours: no fake / Meta kernel (upstream registers none; rule 1 lets us add a Meta one)"
+VIEWS = "ours: the outputs are views of one buffer (alias each other); the fake ones are not"
+
+
+def data_dependent(why: str) -> str:
+    return (
+        f"opcheck: the output size is data-dependent ({why}): upstream's fake asks "
+        "new_dynamic_size(), which static AOT (no ShapeEnv) cannot give"
+    )
+
+
+# The to-do list of the opcheck gate: every (op, check) that fails today, with its diagnosed
+# cause.  Keys: an op (all its samples) or "op[i]" (its sample i only); values: check -> cause.
+# Trim an entry when its case XPASSes; add one only with the cause read in the kernel.
+XFAIL: dict[str, dict[str, str]] = {
+    F + "all_to_one_device": {
+        FAKE: "upstream: its fake returns fresh tensors on 'meta' (sparse_ops.py all_to_one_device)"
+        "; ours returns inputs already on target_device as they are"
+    },
+    F + "batch_index_select_dim0[1]": dict.fromkeys(
+        AOT,
+        "ours: torch.mul(idx2d, .., out=d) takes idx2d's transposed strides under "
+        "functionalization, so d.view(-1) fails (index_select/_utils.py table_gather_permuted)",
+    ),
+    F + "batch_index_select_dim0[2]": dict.fromkeys(
+        (FAKE, *AOT),
+        "upstream: its fake (sparse_ops.py batch_index_select_dim0_abstract) has no default for "
+        "permute_output_dim_0_1, which the dispatcher drops when it is the schema's default",
+    ),
+    F + "dense_embedding_codegen_lookup_function": dict.fromkeys(AOT, LAYOUT_READ),
+    F + "dense_to_jagged[1]": {STATIC: data_dependent("total_L omitted")},
+    F + "dense_to_jagged_forward[1]": {STATIC: data_dependent("total_L omitted")},
+    F + "get_infos_metadata": dict.fromkeys(
+        AOT, "upstream: its Meta kernel returns (-1, -1), not (info_B_num_bits, info_B_mask)"
+    ),
+    F + "group_index_select_dim0[0]": {
+        DYNAMIC: "ours: table_gather hashes the column widths (set(cols)), SymInts under dynamic "
+        "shapes (index_select/_utils.py)"
+    },
+    F + "group_index_select_dim0[1]": {FAKE: VIEWS + " (narrowed from one index_select)"},
+    F + "jagged_index_select[1]": {SCHEMA: SIZE_READ_SCHEMA, STATIC: SIZE_READ, DYNAMIC: SIZE_READ},
+    F + "jagged_index_select[2]": {
+        STATIC: "upstream: the op's fake goes to jagged_index_select_2d_forward_v2's, which "
+        "ignores num_dense_output_rows and asks new_dynamic_size(): impossible in static AOT"
+    },
+    F + "jagged_index_select_2d_forward_v2": {
+        STATIC: "upstream: its fake ignores num_dense_output_rows and asks new_dynamic_size() "
+        "(sparse_ops.py), which static AOT (no ShapeEnv) cannot give"
+    },
+    F + "jagged_unique_indices": dict.fromkeys((FAKE, *AOT), NO_FAKE + "; a CUDA-only op"),
+    F + "keyed_jagged_index_select_dim1[0]": {
+        SCHEMA: SIZE_READ_SCHEMA,
+        STATIC: SIZE_READ,
+        DYNAMIC: SIZE_READ,
+    },
+    F + "keyed_jagged_index_select_dim1[2]": {
+        STATIC: "upstream: without selected_lengths_sum its fake reads the sum with .item() "
+        "(sparse_ops.py keyed_jagged_index_select_dim1_abstract)"
+    },
+    F + "kt_regroup_arguments": {
+        FAKE: "upstream: its Meta kernel returns permutes / in_shapes / out_shapes in embs' dtype "
+        "(float32); the real ones are int32"
+    },
+    F + "lengths_range[0]": {STATIC: data_dependent("shape omitted")},
+    F + "lengths_range_out": {
+        SCHEMA: "upstream: the schema declares 'Tensor output', not 'Tensor(a!) output', yet the "
+        "op writes it and returns it",
+        **dict.fromkeys((FAKE, *AOT), NO_FAKE),
+    },
+    F + "permute_1D_sparse_data[0]": {STATIC: data_dependent("permuted_lengths_sum omitted")},
+    F + "permute_2D_sparse_data[0]": dict.fromkeys(
+        AOT,
+        "opcheck: aot_autograd_check adds the outputs' sums in place into the first (int64 "
+        "lengths), and the float weights' sum cannot be added into it",
+    ),
+    F + "permute_2D_sparse_data[1]": {STATIC: data_dependent("permuted_lengths_sum omitted")},
+    F + "permute_2D_sparse_data_input1D[0]": {
+        STATIC: data_dependent("permuted_lengths_sum omitted")
+    },
+    F + "permute_2D_sparse_preallocated_out": dict.fromkeys(
+        AOT,
+        "upstream: the schema returns the preallocated outputs as aliases (Tensor(a!)), which "
+        "AOTAutograd refuses for a custom op",
+    ),
+    F + "permute_multi_embedding": {
+        DYNAMIC: "ours: the plan memo's key holds the widths, SymInts under dynamic shapes "
+        "(pooled/regroup.py _multi_src -> pooled/_utils.py memo_put: unhashable)"
+    },
+    F + "permute_sparse_data": dict.fromkeys((FAKE, *AOT), NO_FAKE),
+    F + "permute_sparse_features": {STATIC: data_dependent("the schema takes no size")},
+    F + "regroup_keyed_tensor": dict.fromkeys(
+        AOT,
+        "ours: the plan is checked with host tensor ops (bool(bad.any()), pooled/_utils.py "
+        "host_src), which fake mode fakes too: data-dependent",
+    ),
+    F + "segment_sum_csr": {
+        FAKE: "ours: returns the slice [1:S+1] of its S+2 buckets (storage offset 1); the fake "
+        "returns a fresh tensor"
+    },
+    **{
+        f"{F}split_embedding_codegen_lookup_{opt}_function_pt2": dict.fromkeys(
+            AOT, LAYOUT_READ if opt == "none" else LR_READ
+        )
+        for opt in LOOKUP_OPTIMIZERS
+    },
+    F + "stacked_jagged_1d_to_dense": {FAKE: VIEWS + " (stacked.py: one [T, B, L] grid)"},
+    F + "stacked_jagged_2d_to_dense[1]": {FAKE: VIEWS + " (stacked.py: one [T, B, L] grid)"},
+    F + "sum_reduce_to_one": {
+        FAKE: "upstream: its fake returns the sum on 'meta', not on target_device "
+        "(sparse_ops.py sum_reduce_to_one)"
+    },
+}
+
+
+@functools.cache
+def sample_count(op: str) -> int:
+    return len(samples(op, NPU))
+
+
+def cause(op: str, index: int, util: str) -> str | None:
+    """The diagnosed cause of a failing case (None: it passes today)."""
+    return XFAIL.get(f"{op}[{index}]", {}).get(util) or XFAIL.get(op, {}).get(util)
+
+
+def _cases() -> list[object]:
+    cases = []
+    for op in sorted(REGISTRY.kernels):
+        for index in range(sample_count(op)):
+            for util in UTILS:
+                reason = cause(op, index, util)
+                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+                name = f"{op.removeprefix(F)}[{index}]-{util.removeprefix('test_')}"
+                cases.append(pytest.param(op, index, util, marks=marks, id=name))
+    return cases
+
+
+def _where(error: BaseException) -> str:
+    """The innermost frame of fbgemm_npu or fbgemm_gpu that the error passed through."""
+    frames = traceback.extract_tb(error.__traceback__)
+    ours = [f for f in frames if "fbgemm" in f.filename]
+    if not ours:
+        return ""
+    f = ours[-1]
+    path = re.search(r"fbgemm_(?:npu|gpu)/.*", f.filename)
+    return f" (at {path.group(0) if path else f.filename}:{f.lineno} in {f.name})"
+
+
+@pytest.mark.parametrize(("op", "index", "util"), _cases())
+def test_opcheck(op: str, index: int, util: str) -> None:
+    args, kwargs = samples(op, NPU)[index]
+    overload = getattr(torch.ops.fbgemm, op.removeprefix(F)).default
+    result = torch.library.opcheck(
+        overload, args, kwargs, test_utils=(util,), raise_exception=False
+    )[util]
+    if result != "SUCCESS":
+        # one line, with the innermost fbgemm frame: see the module docstring
+        message = f"{type(result).__name__}: {result}".splitlines()[0]
+        pytest.fail(f"{op} sample {index}, {util}: {message}{_where(result)}", pytrace=False)
+
+
+def test_every_registered_op_has_samples() -> None:
+    registered = set(REGISTRY.kernels)
+    assert registered <= set(sample_ops()), sorted(registered - set(sample_ops()))
+    assert set(sample_ops()) <= registered, sorted(set(sample_ops()) - registered)
+    assert not [op for op in registered if sample_count(op) == 0]
+
+
+def _tensors(value: object) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def test_samples_require_grad_where_we_register_autograd() -> None:
+    """Every op with our autograd kernel has a sample with an input that requires grad."""
+    for op in sorted(REGISTRY.kernels):
+        if not has_autograd(op):
+            continue
+        found = [
+            any(t.requires_grad for t in _tensors([list(args), list(kw.values())]))
+            for args, kw in samples(op, NPU)
+        ]
+        assert any(found), f"{op}: no sample requires grad"
+
+
+def test_xfail_table_names_real_cases() -> None:
+    """Each entry names a registered op, a sample it has and one of the four checks."""
+    for key, by_util in XFAIL.items():
+        op, _, index = key.partition("[")
+        assert op in REGISTRY.kernels, key
+        if index:
+            assert int(index.rstrip("]")) < sample_count(op), key
+        assert by_util and set(by_util) <= set(UTILS), key
