@@ -79,6 +79,43 @@ def test_bounds_check_fatal_names_op_and_argument(
         torch.ops.fbgemm.bounds_check_indices(rows, idx, off[:2], 1, warn)
 
 
+@pytest.mark.parametrize(
+    ("rows", "idx", "arg"),
+    [
+        ([4, 3], [1.0, 5.0, 2.0], "indices"),
+        ([4, 3], torch.tensor([1, 5, 2], dtype=torch.float64), "indices"),
+        ([4.5, 3.0], [1, 5, 2], "rows_per_table"),
+        (torch.tensor([4.0, 3.0], dtype=torch.float64), [1, 5, 2], "rows_per_table"),
+        (torch.tensor([4, 3], dtype=torch.int32), [1, 5, 2], "rows_per_table"),
+    ],
+)
+@pytest.mark.parametrize("mode", [m.value for m in BoundsCheckMode])
+def test_bounds_check_refuses_the_dtypes_upstream_refuses(
+    mode: int, rows: object, idx: object, arg: str
+) -> None:
+    """Upstream's CPU kernel refuses non-int64 row counts and non-integer indices in every mode
+    (a float would be truncated, not checked): ours raises a ValueError naming the argument."""
+    rows_t, idx_t = torch.as_tensor(rows), torch.as_tensor(idx)
+    off = torch.tensor([0, 1, 3])
+    with pytest.raises(RuntimeError):
+        torch.ops.fbgemm.bounds_check_indices(rows_t, idx_t, off, mode, torch.zeros(1).long())
+    warn = torch.zeros(1, dtype=torch.int64, device=NPU)
+    with pytest.raises(ValueError, match=f"bounds_check_indices: argument '{arg}' must have dtype"):
+        torch.ops.fbgemm.bounds_check_indices(
+            rows_t.to(NPU), idx_t.to(NPU), off.to(NPU), mode, warn
+        )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bounds_check_takes_float_offsets_like_upstream(dtype: torch.dtype) -> None:
+    """Upstream converts float offsets to the indices' dtype (and writes nothing back)."""
+    idx, rows = torch.tensor([1, 5, 2, 1, 0]), torch.tensor([4, 3])
+    off = torch.tensor([0, 1.5, 7], dtype=dtype)
+    for mode in (BoundsCheckMode.WARNING.value, BoundsCheckMode.FATAL.value):
+        expected = _bounds_check(mode, idx, off, rows, "cpu")
+        assert _bounds_check(mode, idx, off, rows, "npu") == expected
+
+
 def test_vbe_and_infos_metadata_match_upstream_cpu() -> None:
     bs = [[1, 2, 0], [3, 0, 1], [2, 2, 2]]
     dims = [4, 8, 12]

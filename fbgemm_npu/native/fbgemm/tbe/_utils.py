@@ -22,6 +22,7 @@ class.
 
 from __future__ import annotations
 
+import bisect
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -119,10 +120,11 @@ class StateLayout:
 class TableClass:
     """Features whose tables share D and their residues mod D in every element-wise buffer.
 
-    ``rows``: the index tables of the class as one device tensor ``[T + 1, 2 m]`` (``m`` bases,
-    then ``m`` multipliers per feature, so that one row gather serves all of them): for feature
-    ``t`` and embedding row ``idx``, row ``k`` of the class's index matrix is
-    ``rows[t, k] + idx * rows[t, m + k]``:
+    ``rows``: the index tables of the class as one device tensor ``[T + 1, 2 m + 2]`` (``m``
+    bases, then ``m`` multipliers per feature, then the bounds ``lo, hi`` of the feature's
+    indices, so that one row gather serves all of them): for feature ``t`` and embedding row
+    ``idx`` (first clamped to ``[rows[t, 2 m], rows[t, 2 m + 1]]``), row ``k`` of the class's
+    index matrix is ``rows[t, k] + idx * rows[t, m + k]``:
 
     * ``k = 0``: the row in the class's ``[n, D]`` view of the weights (non-members: 0, a valid
       row whose value is never used);
@@ -132,6 +134,11 @@ class TableClass:
     * ``k = 3 + s``: the row of optimizer state ``s`` (its ``[n, D]`` view, or its element for a
       rowwise state).
 
+    The bounds are the same in every class and cover every feature: ``[0, E_t - 1]``, ``E_t`` the
+    rows of feature ``t``'s table (:func:`_table_rows`), so that an index outside its table
+    reads and writes a row of its own table, never another's; unbounded for zero-width features
+    (they read nothing) and the dummy.
+
     Column ``T`` is the dummy feature of indices past ``offsets[-1]`` (a non-member everywhere).
     """
 
@@ -140,7 +147,7 @@ class TableClass:
     w_residue: int
     state_residues: tuple[int, ...]  # 0 for rowwise states
     rows: torch.Tensor
-    fwd_rows: torch.Tensor  # [T + 1, 2]: rows[:, (0, m)], all the forward needs
+    fwd_rows: torch.Tensor  # [T + 1, 4]: rows[:, (0, m, 2m, 2m + 1)], all the forward needs
     member_index: torch.Tensor  # [T_c] feature ids, int64
     cols: torch.Tensor  # [T_c, D] output columns of the members, int64
 
@@ -151,7 +158,7 @@ class TableClass:
     @property
     def member_flags(self) -> torch.Tensor:
         """``[T + 1]`` int64: 1 for the class's features, 0 otherwise (a strided view)."""
-        return self.rows[:, self.rows.size(1) // 2 + 1]
+        return self.rows[:, (self.rows.size(1) - 2) // 2 + 1]
 
 
 @dataclass
@@ -172,11 +179,42 @@ class TbePlan:
         return len(self.classes) == 1 and self.classes[0].members == tuple(range(self.T))
 
 
+def _table_rows(
+    op: str, d_offsets: tuple[int, ...], w_offsets: tuple[int, ...], weights_numel: int
+) -> list[int]:
+    """Rows of each feature's table, from where the tables start in the flat weights buffer.
+
+    Upstream packs the tables one after the other (``construct_split_state``), so table ``t``
+    ends where the next table starts (or the buffer ends): ``E_t = (next start - start) // D_t``,
+    exactly upstream's row count in every layout its modules build (shared tables included, in
+    any ``feature_table_map`` order).  A zero-row table starts where the next one does and
+    cannot be told from it in this layout; upstream's CPU kernels (the next non-zero
+    ``hash_size_cumsum`` step) do not tell them apart either.  0 for zero-width features."""
+    starts = sorted({*w_offsets, weights_numel})
+    out = []
+    for t, start in enumerate(w_offsets):
+        D = d_offsets[t + 1] - d_offsets[t]
+        if D <= 0:
+            out.append(0)
+            continue
+        end = starts[bisect.bisect_right(starts, start)] if start < weights_numel else start
+        rows = (end - start) // D
+        if rows <= 0:
+            raise ValueError(
+                f"{op}: argument 'weights_offsets' puts feature {t}'s table (D = {D}) at element "
+                f"{start} of a weights buffer of {weights_numel} elements: it has no rows"
+            )
+        out.append(rows)
+    return out
+
+
 def _build_plan(
+    op: str,
     device: torch.device,
     d_offsets: tuple[int, ...],
     w_offsets: tuple[int, ...],
     states: Sequence[StateLayout],
+    weights_numel: int,
 ) -> TbePlan:
     T = len(d_offsets) - 1
     dims = tuple(d_offsets[t + 1] - d_offsets[t] for t in range(T))
@@ -188,6 +226,10 @@ def _build_plan(
             continue
         res = tuple(0 if s.rowwise else s.offsets[t] % D for s in states)
         groups.setdefault((D, w_offsets[t] % D, res), []).append(t)
+    i64 = torch.iinfo(torch.int64)
+    table_rows = _table_rows(op, d_offsets, w_offsets, weights_numel)
+    bounds = [(0, e - 1) if e > 0 else (i64.min, i64.max) for e in table_rows]
+    bounds.append((i64.min, i64.max))  # the dummy feature T: never read
     classes = []
     m = 3 + len(states)
     for (D, w_res, res), members in groups.items():
@@ -205,7 +247,8 @@ def _build_plan(
                     base[3 + s][t] = (st.offsets[t] - res[s]) // D
                 mul[3 + s][t] = 1
         table = [
-            [base[k][t] for k in range(m)] + [mul[k][t] for k in range(m)] for t in range(T + 1)
+            [base[k][t] for k in range(m)] + [mul[k][t] for k in range(m)] + list(bounds[t])
+            for t in range(T + 1)
         ]
         rows = torch.tensor(table, dtype=torch.int64, device=device)
         cols = [[d_offsets[t] + c for c in range(D)] for t in members]
@@ -216,7 +259,7 @@ def _build_plan(
                 w_residue=w_res,
                 state_residues=res,
                 rows=rows,
-                fwd_rows=rows[:, [0, m]].contiguous(),
+                fwd_rows=rows[:, [0, m, 2 * m, 2 * m + 1]].contiguous(),
                 member_index=torch.tensor(members, dtype=torch.int64, device=device),
                 cols=torch.tensor(cols, dtype=torch.int64, device=device),
             )
@@ -232,17 +275,22 @@ def _build_plan(
 
 
 def get_plan(
+    op: str,
     D_offsets: torch.Tensor,
     weights_offsets: torch.Tensor,
     state_offsets: Sequence[tuple[torch.Tensor, bool]] = (),
+    *,
+    weights_numel: int,
 ) -> TbePlan:
     """The cached plan for this layout (built on first use, reading back only the offsets the
-    host cache misses)."""
+    host cache misses).  ``weights_numel``: the flat weights buffer's size, which bounds the
+    last table's rows; ``op`` names the op in errors."""
     tensors = (D_offsets, weights_offsets, *(s for s, _ in state_offsets))
     key = (
         D_offsets.device,
         tuple((id(t), t._version) for t in tensors),
         tuple(r for _, r in state_offsets),
+        weights_numel,
     )
     hit = _PLANS.get(key)
     if hit is not None and all(r() is t for r, t in zip(hit[0], tensors, strict=True)):
@@ -253,7 +301,7 @@ def get_plan(
         StateLayout(offsets=v, rowwise=r)
         for v, (_, r) in zip(values[2:], state_offsets, strict=True)
     ]
-    plan = _build_plan(D_offsets.device, values[0], values[1], states)
+    plan = _build_plan(op, D_offsets.device, values[0], values[1], states, weights_numel)
     _PLANS[key] = (tuple(weakref.ref(t) for t in tensors), plan)
     while len(_PLANS) > _PLAN_CACHE_SIZE:
         _PLANS.popitem(last=False)

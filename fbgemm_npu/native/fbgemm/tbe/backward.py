@@ -102,7 +102,8 @@ def index_scale(
     if pooling_mode == POOLING_MEAN:
         lengths = (offsets[1:] - offsets[:-1]).clamp_(min=1)
         n = lengths.index_select(0, state.bag.clamp(max=max(lengths.numel() - 1, 0)))
-        scale = torch.reciprocal(n.to(torch.float32)) if scale is None else scale / n
+        # reciprocal promotes the integer lengths to float itself: no separate cast launch
+        scale = torch.reciprocal(n) if scale is None else scale / n
     return scale
 
 
@@ -117,6 +118,8 @@ def grad_rows_unsorted(
 ) -> torch.Tensor:
     """Each index's ``grad_output`` row for this class, in index order (no scaling): ``[L, D]``."""
     g2d = _class_grad_2d(plan, cls, grad_output, state, pooling_mode, vbe)
+    if pooling_mode == POOLING_NONE:
+        return g2d  # row i is index i's (the forward leaves row 2 of the matrix unset)
     return g2d.index_select(0, mat[2])
 
 
@@ -148,7 +151,10 @@ def aggregate_class(
         g2d = g2d.to(torch.float32)
     scale = index_scale(state, offsets, pooling_mode, indice_weights)
     psw = None if scale is None else scale.to(torch.float32).index_select(0, perm)
-    agg = torch._embedding_bag(g2d, index_sorted[2], run_start, False, 0, False, psw, True, -1)[0]
+    # the gradient row of each sorted index: row 2 of the matrix, or with pooling NONE the
+    # index's own position, which the sort's permutation is
+    g_rows = perm if pooling_mode == POOLING_NONE else index_sorted[2]
+    agg = torch._embedding_bag(g2d, g_rows, run_start, False, 0, False, psw, True, -1)[0]
     index = torch.zeros_like(mat).index_copy_(1, seg, index_sorted)
     return RunSlots(agg=agg, index=index)
 

@@ -14,18 +14,26 @@ per-class counts measured with one and with two classes: one class that is the w
 saves the backward its column select, and a second VBE class costs one launch more than the
 first.  The catalogue's targets (docs/ops.md): forward 10 per D; a training step, forward plus
 backward, 40 per D -- the notes say where a step measured over it (from the counts of each
-argument path, not from sums of these ceilings).  The lookups have no data checks, and no call
-syncs once the layout is known (``fbgemm_npu.split_table.register_tbe_layout``; otherwise the
-first call with a new layout reads it back once).
+argument path, not from sums of these ceilings).  Every forward clamps each index into its own
+table (one launch per call: an index outside it must never read or update another table's
+rows) and, with the data checks on, raises for an index the clamp moved, as upstream's CPU
+kernels raise: ``checks`` 3 (an ``eq``, an ``all``, the ``_assert_async``; once per call, not per
+D); the backwards have no data checks.  No call syncs once the layout is known
+(``fbgemm_npu.split_table.register_tbe_layout``; otherwise the first call with a new layout reads
+it back once).
 """
 
 from __future__ import annotations
 
 from fbgemm_npu.native.family import Budget
 
-# The forwards every lookup shares (the dense TBE's too).
-_FORWARD = {"weighted_mean": 11, "sequence": 6}
-_VBE_FORWARD = {"vbe": 20}
+# Every forward clamps the indices into their tables (1 launch per call, so 9 on the main
+# path); sequence needs no gradient-row copy, the backward takes its sort permutation instead.
+_MAIN = 9
+_FORWARD = {"weighted_mean": 12, "sequence": 6}
+_VBE_FORWARD = {"vbe": 21}
+# The data check of the indices (eq, all, _assert_async) runs in the forward only.
+_CHECKS = 3
 _WEIGHTED_MEAN_NOTE = "weighted MEAN forward over 10 per D (bag lengths, clamp, divide)"
 _VBE_NOTE = "VBE forward too (per-bag output offsets from the call's data, feature search, scatter)"
 # The optimizer step is elementwise math on the [L, D] rows, one ATen op per term.
@@ -44,108 +52,101 @@ def _note(step_over: str = "", vbe: bool = False) -> str:
 
 _LOOKUP = "fbgemm::split_embedding_codegen_lookup_{}_function_pt2"
 
-BUDGETS: dict[str, Budget] = {
-    _LOOKUP.format("sgd"): Budget(
-        launches=8,
+
+def _lookup(paths: dict[str, int], note: str = "") -> Budget:
+    """A lookup's budget: the forward's main path and ``paths``, the index check on the forwards
+    only."""
+    backwards = {p: 0 for p in paths if p.endswith("backward")}
+    return Budget(
+        launches=_MAIN,
+        checks=_CHECKS,
         per="distinct D",
-        paths={
+        paths=paths,
+        path_checks=backwards,
+        note=note,
+    )
+
+
+BUDGETS: dict[str, Budget] = {
+    # MEAN backwards: the reciprocal takes the integer bag lengths itself (no cast launch).
+    _LOOKUP.format("sgd"): _lookup(
+        {
             **_FORWARD,
             **_VBE_FORWARD,
             "backward": 15,
-            "mean_backward": 21,
+            "mean_backward": 20,
             "sequence_backward": 13,
-            "vbe_backward": 23,
+            "vbe_backward": 22,
         },
-        note=_note("with VBE and MEAN pooling together", vbe=True),
+        _note("with VBE and weighted MEAN pooling together", vbe=True),
     ),
-    _LOOKUP.format("adagrad"): Budget(
-        launches=8,
-        per="distinct D",
-        paths={**_FORWARD, "backward": 24, "mean_backward": 30, "sequence_backward": 22},
-        note=_note(),
+    _LOOKUP.format("adagrad"): _lookup(
+        {**_FORWARD, "backward": 24, "mean_backward": 29, "sequence_backward": 22}, _note()
     ),
-    _LOOKUP.format("rowwise_adagrad"): Budget(
-        launches=8,
-        per="distinct D",
-        paths={
+    _LOOKUP.format("rowwise_adagrad"): _lookup(
+        {
             **_FORWARD,
             **_VBE_FORWARD,
             "backward": 26,
-            "mean_backward": 32,
+            "mean_backward": 31,
             "sequence_backward": 24,
-            "vbe_backward": 34,
+            "vbe_backward": 33,
             # WeightDecayMode.DECOUPLE_GLOBAL: the forward scales each looked-up row by the
             # decay still pending on it, the backward decays and stamps prev_iter
-            "global_weight_decay": 18,
+            "global_weight_decay": 19,
             "global_weight_decay_backward": 38,
         },
-        note=_note(
+        _note(
             "with weighted MEAN, VBE or global weight decay, whose forward is over 10 too",
             vbe=True,
         ),
     ),
-    _LOOKUP.format("adam"): Budget(
-        launches=8,
-        per="distinct D",
-        paths={
+    _LOOKUP.format("adam"): _lookup(
+        {
             **_FORWARD,
             **_VBE_FORWARD,
             "backward": 30,
-            "mean_backward": 36,
+            "mean_backward": 35,
             "sequence_backward": 28,
-            "vbe_backward": 38,
+            "vbe_backward": 37,
         },
-        note=_note("with MEAN pooling or VBE", vbe=True),
+        _note("with MEAN pooling or VBE", vbe=True),
     ),
-    _LOOKUP.format("partial_rowwise_adam"): Budget(
-        launches=8,
-        per="distinct D",
-        paths={**_FORWARD, "backward": 31, "mean_backward": 37, "sequence_backward": 29},
-        note=_note("with MEAN pooling"),
+    _LOOKUP.format("partial_rowwise_adam"): _lookup(
+        {**_FORWARD, "backward": 31, "mean_backward": 36, "sequence_backward": 29},
+        _note("with MEAN pooling"),
     ),
-    _LOOKUP.format("lamb"): Budget(
-        launches=8,
-        per="distinct D",
-        paths={**_FORWARD, "backward": 35, "mean_backward": 41, "sequence_backward": 33},
-        note=_note("on every pooled path"),
+    _LOOKUP.format("lamb"): _lookup(
+        {**_FORWARD, "backward": 35, "mean_backward": 40, "sequence_backward": 33},
+        _note("on every pooled path"),
     ),
-    _LOOKUP.format("partial_rowwise_lamb"): Budget(
-        launches=8,
-        per="distinct D",
-        paths={**_FORWARD, "backward": 36, "mean_backward": 42, "sequence_backward": 34},
-        note=_note("on every pooled path"),
+    _LOOKUP.format("partial_rowwise_lamb"): _lookup(
+        {**_FORWARD, "backward": 36, "mean_backward": 41, "sequence_backward": 34},
+        _note("on every pooled path"),
     ),
-    _LOOKUP.format("lars_sgd"): Budget(
-        launches=8,
-        per="distinct D",
-        paths={**_FORWARD, "backward": 29, "mean_backward": 35, "sequence_backward": 27},
-        note=_note("with MEAN pooling"),
+    _LOOKUP.format("lars_sgd"): _lookup(
+        {**_FORWARD, "backward": 29, "mean_backward": 34, "sequence_backward": 27},
+        _note("with MEAN pooling"),
     ),
     # The counter and CowClip regularisations (one lookup for every mode, the costliest is
     # CowClip with L2 decay): their math runs on row scalars, one ATen op per term.
-    _LOOKUP.format("rowwise_adagrad_with_counter"): Budget(
-        launches=8,
-        per="distinct D",
-        paths={"backward": 63},
-        note=f"a training step over 40 per D in every counter mode: {_STEP_NOTE}; a fused kernel "
+    _LOOKUP.format("rowwise_adagrad_with_counter"): _lookup(
+        {"backward": 63},
+        f"a training step over 40 per D in every counter mode: {_STEP_NOTE}; a fused kernel "
         "closes it",
     ),
     # No EmbOptimType builds it in fbgemm_gpu 1.8.0: measured on the raw op, host layout.
-    _LOOKUP.format("rowwise_rmsprop_ar"): Budget(
-        launches=8,
-        per="distinct D",
-        paths={"backward": 43},
-        note=f"a training step over 40 per D: {_STEP_NOTE}; a fused kernel closes it",
+    _LOOKUP.format("rowwise_rmsprop_ar"): _lookup(
+        {"backward": 43},
+        f"a training step over 40 per D: {_STEP_NOTE}; a fused kernel closes it",
     ),
     # No optimizer step: the backward returns the weights' gradient as a sparse COO tensor.  One
     # class only: upstream refuses mixed dims with OptimType.NONE.
-    _LOOKUP.format("none"): Budget(launches=8, per="distinct D", paths={"backward": 13}),
-    # The dense TBE trains with a torch optimizer: its backward only scatters the gradient rows.
-    "fbgemm::dense_embedding_codegen_lookup_function": Budget(
-        launches=8,
-        per="distinct D",
-        paths={**_FORWARD, "backward": 8, "mean_backward": 14, "sequence_backward": 7},
-        note=_note(),
+    _LOOKUP.format("none"): _lookup({"backward": 13}),
+    # The dense TBE trains with a torch optimizer: its backward only scatters the gradient rows
+    # (with pooling NONE grad_output's rows are the indices' own: no gather).
+    "fbgemm::dense_embedding_codegen_lookup_function": _lookup(
+        {**_FORWARD, "backward": 8, "mean_backward": 13, "sequence_backward": 6}, _note()
     ),
     # Main path WARNING (upstream modules' default): repair and check the offsets (8), each
     # index's table size (4), the index check (5), the repairs (2), the count (3).  FATAL finds

@@ -117,9 +117,11 @@ class LookupCall:
 
     def plan(self) -> TbePlan:
         return get_plan(
+            self.op,
             self.D_offsets,
             self.weights_offsets,
             [(off, rw) for (_, off), rw in zip(self.states, self.state_rowwise, strict=True)],
+            weights_numel=self.weights.numel(),
         )
 
 

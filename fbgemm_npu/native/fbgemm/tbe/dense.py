@@ -43,13 +43,14 @@ class DenseLookupFunction(torch.autograd.Function):
         args: dict[str, Any],
     ) -> torch.Tensor:
         out, plan, state = _forward(args, dev_weights, indice_weights, for_backward=True)
-        ctx.args, ctx.plan, ctx.state = args, plan, state
+        ctx.args, ctx.plan = args, plan
+        state.save(ctx)  # freed after the backward unless the graph is retained
         ctx.dev_weights, ctx.indice_weights = dev_weights, indice_weights
         return out
 
     @staticmethod
     def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
-        args, plan, state = ctx.args, ctx.plan, ctx.state
+        args, plan, state = ctx.args, ctx.plan, ForwardState.saved(ctx)
         weights = ctx.dev_weights
         grad_w = None
         grad_iw = None
@@ -114,7 +115,12 @@ def _forward(
     for_backward: bool,
 ) -> tuple[torch.Tensor, TbePlan, ForwardState]:
     """The lookup of ``args`` in ``dev_weights``: ``(output, plan, forward state)``."""
-    plan = get_plan(args["D_offsets"], args["weights_offsets"])
+    plan = get_plan(
+        DENSE_EMBEDDING_CODEGEN_LOOKUP_FUNCTION,
+        args["D_offsets"],
+        args["weights_offsets"],
+        weights_numel=dev_weights.numel(),
+    )
     out, state = tbe_forward(
         DENSE_EMBEDDING_CODEGEN_LOOKUP_FUNCTION,
         plan,

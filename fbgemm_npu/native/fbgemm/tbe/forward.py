@@ -27,14 +27,21 @@ Program (per call, then per table class of :mod:`fbgemm_npu.native.fbgemm.tbe._u
 1. ``bag = searchsorted(offsets[1:], arange(L), right=True)``: the bag of each index (``T * B``
    for indices past ``offsets[-1]``, which upstream ignores); ``t = bag // B`` (VBE: searchsorted
    on ``B_offsets``).  The arange is a cached workspace (launch-free once warm).
-2. per class: one ``index_select`` of the class's per-feature (base, mul) table by ``t`` and one
-   ``addcmul`` give the index matrix (row 0: the row in the class's ``[n, D]`` view of the
-   weights; the other rows serve the backward);
+2. per class: one ``index_select`` of the class's per-feature (base, mul, bounds) table by ``t``
+   and one ``addcmul`` give the index matrix (row 0: the row in the class's ``[n, D]`` view of
+   the weights; the other rows serve the backward); before the first class's ``addcmul`` the
+   indices are clamped into their own tables with the bounds the gather brought
+   (:func:`_bounded_indices`: an index outside its table raises with the data checks on, as
+   upstream's CPU kernels raise, and never reads or updates another table's rows);
 3. ``_embedding_bag`` over all bags with ``offsets`` (non-member features read row 0 into bags
    that are never written out), then the pooled rows are written to their output columns.
 
-Launches (non-VBE, one class, fp32): searchsorted, floor_divide, index_select, addcmul,
-_embedding_bag, the transposing copy into the output (dtype conversion included); the gradient
+Strided ``indices`` / ``offsets`` views are copied to contiguous tensors first (torch's CPU
+``_embedding_bag`` reads their raw buffer); contiguous ones cost nothing.
+
+Launches (non-VBE, one class, fp32): searchsorted, floor_divide, index_select, the clamp,
+addcmul, _embedding_bag, the transposing copy into the output (dtype conversion included); the
+index check (eq, all, _assert_async) with the data checks on; the gradient
 row of each index when autograd will need the backward (see ``_set_grad_rows``); a cast of
 half-precision per-sample weights; for weighted MEAN the bag lengths, a clamp and a divide; a
 cast of int32 offsets when the indices are int64 (upstream's module makes them match).  Each
@@ -51,9 +58,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from fbgemm_npu.native._checks import assert_on_device, validation_enabled
 from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, arange_cached, class_view
 
 __all__ = [
@@ -105,6 +114,19 @@ class ForwardState:
     B: int  # batch size (non-VBE); -1 with VBE
     row_starts: torch.Tensor | None  # VBE: [total_B] output offset of each bag
     index_scale: torch.Tensor | None = None  # [L] fp32 factor of each looked-up row, or None
+
+    def save(self, ctx: Any) -> None:
+        """Keep the state for the backward in ``ctx`` as saved tensors: autograd frees them
+        after a backward without ``retain_graph`` and keeps them for a second one with it
+        (upstream's autograd function saves its tensors the same way)."""
+        ctx.save_for_backward(self.bag, self.t, self.row_starts, self.index_scale, *self.mats)
+        ctx.tbe_B = self.B
+
+    @classmethod
+    def saved(cls, ctx: Any) -> ForwardState:
+        """The state :meth:`save` kept in ``ctx``."""
+        bag, t, row_starts, scale, *mats = ctx.saved_tensors
+        return cls(bag=bag, t=t, mats=mats, B=ctx.tbe_B, row_starts=row_starts, index_scale=scale)
 
 
 def _bags_and_features(
@@ -172,19 +194,42 @@ def _set_grad_rows(
 ) -> None:
     """Row 2 of each index matrix := the row of the index's gradient in the backward's view of
     ``grad_output`` (``fbgemm_npu.native.fbgemm.tbe.backward``): sample ``b`` and member ``j`` give
-    ``b * T_c + j`` (pooled), the bag with VBE, the index itself with pooling NONE.  Done here so
-    that the backward gets it permuted with the rest of the matrix.  Launches: a copy or an add
-    per class (after one shared remainder when pooled without VBE)."""
+    ``b * T_c + j`` (pooled), the bag with VBE.  Done here so that the backward gets it permuted
+    with the rest of the matrix.  With pooling NONE the row is the index itself, which the
+    backward's sort permutation already is: nothing to do.  Launches: a copy or an add per class
+    (after one shared remainder when pooled without VBE)."""
     if pooling_mode == POOLING_NONE:
-        for mat in mats:
-            mat[2].copy_(arange_cached(mat.size(1), mat.device))
-    elif vbe:
+        return
+    if vbe:
         for mat in mats:
             mat[2].copy_(bag)
     else:
         b = torch.remainder(bag, max(B, 1))
         for cls, mat in zip(plan.classes, mats, strict=True):
             mat[2].add_(b, alpha=cls.n_members)
+
+
+def _bounded_indices(
+    op: str, indices: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor
+) -> torch.Tensor:
+    """``indices`` clamped to their tables (``lo``, ``hi``: each index's bounds, from the
+    plan's per-feature table): an index outside ``[0, E_t)`` -- ``-1`` included -- then reads
+    and updates a row of its own table, never another table's.  With the data checks on (the
+    default) an index that needed the clamp raises instead, as upstream's CPU kernels raise
+    (``Index ... is out of bounds``) in every ``BoundsCheckMode``: FATAL refuses it in
+    ``bounds_check_indices`` already, WARNING and IGNORE repair all but ``-1`` there, NONE checks
+    nothing before the lookup.  Launches: the clamp; the checks add an ``eq``, an ``all`` and
+    the ``_assert_async``."""
+    safe = torch.clamp(indices, lo, hi)
+    if validation_enabled():
+        assert_on_device(
+            op,
+            torch.eq(safe, indices).all(),
+            "argument 'indices' holds an index outside [0, rows of its table) (-1 included); "
+            "upstream raises for it too (repair with bounds_check_indices, BoundsCheckMode."
+            "WARNING or IGNORE, which zero all but -1)",
+        )
+    return safe
 
 
 def tbe_forward(
@@ -198,30 +243,37 @@ def tbe_forward(
     output_dtype: torch.dtype,
     vbe: VbeArgs | None = None,
     for_backward: bool = True,
-    index_scale: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    index_scale: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, ForwardState]:
     """The lookup of every feature: pooled ``[B, total_D]`` (VBE: ``[output_size]``) or, with
     pooling NONE, ``[L, D]``.  ``weights`` is the flat 1-D buffer of all tables.
 
     ``for_backward=False`` computes only the rows the forward needs (inference).
-    ``index_scale``: given the feature of each index (``[L]``, ``T`` past ``offsets[-1]``), the
-    ``[L]`` fp32 factor of each looked-up row (global weight decay): folded into the per-sample
+    ``index_scale``: given the feature of each index (``[L]``, ``T`` past ``offsets[-1]``) and
+    the indices bounded to their tables, the ``[L]`` fp32 factor of each looked-up row (global
+    weight decay): folded into the per-sample
     weights (a multiply with per-sample weights, and a cast for half-precision weights) or,
     with pooling NONE, multiplied into the rows; saved in the state for the backward.
     """
     L = indices.numel()
+    # torch's CPU _embedding_bag (and searchsorted's fast path) read the raw buffer of a strided
+    # offsets or indices view: honour the strides with a copy (none for contiguous inputs)
+    indices, offsets = indices.contiguous(), offsets.contiguous()
     bag, t, B = _bags_and_features(plan, indices, offsets, vbe)
     mats = []
-    for cls in plan.classes:
-        tab = (cls.rows if for_backward else cls.fwd_rows).index_select(0, t)  # [L, 2m]
-        m = tab.size(1) // 2
+    safe = indices
+    for i, cls in enumerate(plan.classes):
+        tab = (cls.rows if for_backward else cls.fwd_rows).index_select(0, t)  # [L, 2m + 2]
+        m = (tab.size(1) - 2) // 2
+        if i == 0:
+            safe = _bounded_indices(op, indices, tab.T[-2], tab.T[-1])
         mat = torch.empty((m, L), dtype=torch.int64, device=indices.device)
-        torch.addcmul(tab.T[:m], tab.T[m:], indices, out=mat)  # [m, L], rows contiguous
+        torch.addcmul(tab.T[:m], tab.T[m : 2 * m], safe, out=mat)  # [m, L], rows contiguous
         mats.append(mat)
     if for_backward:
         _set_grad_rows(plan, mats, bag, B, pooling_mode, vbe is not None)
     state = ForwardState(bag=bag, t=t, mats=mats, B=B, row_starts=None)
-    scale = None if index_scale is None else index_scale(t)
+    scale = None if index_scale is None else index_scale(t, safe)
     state.index_scale = scale
 
     if pooling_mode == POOLING_NONE:

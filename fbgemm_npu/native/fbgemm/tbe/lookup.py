@@ -9,6 +9,13 @@ gradient when those require grad, and, for the ``none`` optimizer, the weights' 
 upstream's sparse COO tensor ``[total_hash_size, max_D]`` of the ``total_unique_indices`` touched
 rows.
 
+The forward's state (index matrices, bags, features) is kept as saved tensors: autograd frees it
+after a backward, and keeps it through ``retain_graph=True`` for a second backward, which then
+returns the same gradients and -- a fused optimizer's update being the backward's side effect --
+steps the weights and states again from their current values, as upstream's autograd function
+does on its CPU kernels; a second backward without a retained graph raises autograd's own
+error.
+
 Global weight decay (rowwise AdaGrad, ``WeightDecayMode.DECOUPLE_GLOBAL``,
 ``apply_global_weight_decay`` in ``aux_bool``), as upstream's CUDA kernels: the forward scales
 each looked-up row by its pending decay ``max(gwd_lower_bound, (1 - lr wd)^max(iter - prev_iter
@@ -47,9 +54,9 @@ def _gwd_index_scale(call: LookupCall) -> Any:
     if gwd is None:
         return None
 
-    def scale(t: torch.Tensor) -> torch.Tensor:
+    def scale(t: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
         # t == T past offsets[-1]: hash_size_cumsum[T] + idx, clamped, is read but never used
-        lin = call.hash_size_cumsum.index_select(0, t) + call.indices
+        lin = call.hash_size_cumsum.index_select(0, t) + indices
         lin = lin.clamp_(max=max(gwd.prev_iter.numel() - 1, 0))
         return gwd_factor(gwd.prev_iter.index_select(0, lin), call.step, gwd.lower_bound)
 
@@ -94,14 +101,17 @@ class SplitLookupFunction(torch.autograd.Function):
         out, state = _forward(call, plan, indice_weights, for_backward=True)
         ctx.call = call
         ctx.plan = plan
-        ctx.state = state
+        state.save(ctx)  # freed after the backward unless the graph is retained
         return out
 
     @staticmethod
     def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        # A second backward (retain_graph=True) runs all of this again: the same gradients and,
+        # with a fused optimizer, a second step on the weights and states as they are now --
+        # what upstream's autograd function does on its CPU kernels.
         call: LookupCall = ctx.call
-        grads = run_backward(call, ctx.plan, ctx.state, grad_output, ctx.needs_input_grad[1])
-        ctx.call = ctx.plan = ctx.state = None  # free the index matrices now
+        state = ForwardState.saved(ctx)
+        grads = run_backward(call, ctx.plan, state, grad_output, ctx.needs_input_grad[1])
         return None, grads[0], grads[1], None
 
 

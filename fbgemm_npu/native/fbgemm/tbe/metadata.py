@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native._checks import assert_on_device, check_tensor
+from fbgemm_npu.native._checks import INDEX_DTYPES, assert_on_device, check_dtype, check_tensor
 from fbgemm_npu.native.fbgemm.tbe._utils import arange_cached
 from fbgemm_npu.native.fbgemm.tbe.forward import vbe_row_output_offsets
 
@@ -24,6 +24,7 @@ GET_INFOS_METADATA = "fbgemm::get_infos_metadata"
 GENERATE_VBE_METADATA = "fbgemm::generate_vbe_metadata"
 
 FATAL, WARNING, IGNORE = 0, 1, 2
+I64 = (torch.int64,)
 DEFAULT_INFO_NUM_BITS = 32
 
 
@@ -55,6 +56,9 @@ def bounds_check_indices_npu(
       index); IGNORE repairs silently; FATAL raises ``RuntimeError`` naming the op and argument
       (through one device-side assert, no host sync) and changes nothing; NONE and the V2 mode
       values (handled by upstream's Python) do nothing.
+    * dtypes, as upstream's CPU kernel checks them in every mode: ``rows_per_table`` int64,
+      ``indices`` int32 or int64 (``ValueError`` naming the argument otherwise); ``offsets`` of
+      any dtype, converted to the indices' dtype as upstream converts them;
     * ``weights``, ``b_t_map``, ``info_B_*``, ``bounds_check_version`` do not change the result;
       int32 indices with int64 offsets repair a converted copy of the offsets, as upstream's
       CPU kernel does, so the caller's offsets stay as they were.
@@ -65,11 +69,14 @@ def bounds_check_indices_npu(
     ``_cummax_helper``.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = BOUNDS_CHECK_INDICES
+    # upstream's CPU kernel refuses these dtypes in every mode (NotImplementedError / "expected
+    # scalar type Long"): a float index or row count would be truncated, not checked
+    check_dtype(op, "rows_per_table", check_tensor(op, "rows_per_table", rows_per_table), I64)
+    check_dtype(op, "indices", check_tensor(op, "indices", indices), INDEX_DTYPES)
+    check_tensor(op, "offsets", offsets)
     mode = int(bounds_check_mode)
     if mode not in (FATAL, WARNING, IGNORE):
         return
-    check_tensor(op, "indices", indices)
-    check_tensor(op, "offsets", offsets)
     T = rows_per_table.numel()
     total_B = offsets.numel() - 1
     if T == 0 or total_B < 0:
