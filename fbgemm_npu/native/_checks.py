@@ -21,10 +21,11 @@ trust their inputs.  Metadata checks always run.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -39,7 +40,9 @@ __all__ = [
     "check_same_dtype",
     "check_tensor",
     "dtype_name",
+    "guard_tensor_arguments",
     "join_words",
+    "non_decreasing",
     "validation_enabled",
 ]
 
@@ -101,6 +104,77 @@ def check_tensor(op: str, arg: str, value: object) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise ValueError(f"{op}: argument '{arg}' must be a Tensor, got {type(value).__name__}")
     return value
+
+
+# The schema types of tensor arguments: (optional, list); "List[Optional[Tensor]]" lists may hold
+# None.  A kernel is guarded against anything else in these places (see guard_tensor_arguments).
+_TENSOR_KINDS: dict[str, tuple[bool, bool]] = {
+    "Tensor": (False, False),
+    "Optional[Tensor]": (True, False),
+    "List[Tensor]": (False, True),
+    "Optional[List[Tensor]]": (True, True),
+}
+_ABSENT = object()
+
+
+def _tensor_arguments(qualname: str) -> tuple[tuple[int, str, bool, bool], ...]:
+    """``(position, name, optional, list)`` of every tensor argument of ``qualname``'s schema."""
+    ns, name = qualname.split("::", 1)
+    schema = getattr(getattr(torch.ops, ns), name).default._schema
+    return tuple(
+        (i, a.name, *_TENSOR_KINDS[str(a.type)])
+        for i, a in enumerate(schema.arguments)
+        if str(a.type) in _TENSOR_KINDS
+    )
+
+
+def _check_tensor_argument(op: str, arg: str, value: object, optional: bool, is_list: bool) -> None:
+    if value is None and optional:
+        return
+    if not is_list:
+        check_tensor(op, arg, value)
+        return
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(
+            f"{op}: argument '{arg}' must be a list of Tensors, got {type(value).__name__}"
+        )
+    for k, item in enumerate(value):
+        check_tensor(op, f"{arg}[{k}]", item)
+
+
+def guard_tensor_arguments(
+    kernels: Mapping[str, Mapping[str, Callable[..., Any]]],
+) -> dict[str, dict[str, Callable[..., Any]]]:
+    """Every kernel of a family's table, wrapped to check its tensor arguments first.
+
+    The dispatcher hands our kernels a ``None`` for a ``Tensor`` argument given as ``None`` (an
+    undefined tensor), and direct calls pass anything: without this the kernel fails somewhere
+    inside (an ``AttributeError`` on ``None.dtype``).  The wrapper reads the op's schema once (on
+    the first call) and raises ``ValueError("<op>: argument '<arg>' must be a Tensor, got
+    NoneType")`` (``'<arg>[k]'`` for a list element) before the kernel runs; ``None`` passes where
+    the schema makes the argument optional (``Tensor?``, ``Tensor[]?``).  Host work only: a
+    type test per tensor argument, no launch.
+    """
+    return {
+        qualname: {key: _guarded(qualname, fn) for key, fn in by_key.items()}
+        for qualname, by_key in kernels.items()
+    }
+
+
+def _guarded(qualname: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    arguments: list[tuple[tuple[int, str, bool, bool], ...]] = []
+
+    @functools.wraps(fn)
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        if not arguments:
+            arguments.append(_tensor_arguments(qualname))
+        for position, name, optional, is_list in arguments[0]:
+            value = args[position] if position < len(args) else kwargs.get(name, _ABSENT)
+            if value is not _ABSENT:
+                _check_tensor_argument(qualname, name, value, optional, is_list)
+        return fn(*args, **kwargs)
+
+    return kernel
 
 
 def check_dtype(op: str, arg: str, t: torch.Tensor, allowed: Iterable[torch.dtype]) -> torch.Tensor:
@@ -178,12 +252,24 @@ def check_same_dtype(op: str, **tensors: torch.Tensor | None) -> torch.dtype | N
     return None if first is None else first[1]
 
 
+def non_decreasing(t: torch.Tensor) -> torch.Tensor:
+    """0-d bool device tensor: the 1-D ``t`` never decreases, compared element by element.
+
+    Launches ``ge`` and ``all``, as the usual ``(t[1:] - t[:-1]).amin() >= 0`` does, but a
+    comparison cannot wrap: the difference of int32 offsets on either side of 2**31 (``[0,
+    2**31 - 1, -2**31 + 5]``) overflows to a positive step, passing the ``amin`` test, and the
+    kernel then reads or allocates by it.  Pass the result to :meth:`DataChecks.require`.
+    """
+    return torch.ge(t[1:], t[:-1]).all()
+
+
 @dataclass
 class _Cond:
     value: torch.Tensor  # 0-d, on the device
     lo: int | None
     hi: int | None
     what: str
+    boolean: bool = False  # a 0-d bool condition (require): true (1) passes
 
 
 @dataclass
@@ -200,6 +286,11 @@ class DataChecks:
         [0, 5)"); the error message is ``"<op>: <what>; got <value>"``.
         """
         self.items.append(_Cond(value.reshape(()), lo, hi, what))
+
+    def require(self, ok: torch.Tensor, what: str) -> None:
+        """Require the 0-d bool device tensor ``ok`` to be true (:func:`non_decreasing`, say);
+        the error message is ``"<op>: <what>"``."""
+        self.items.append(_Cond(ok.reshape(()), 1, 1, what, boolean=True))
 
     def _stacked(self, extra: Sequence[torch.Tensor]) -> torch.Tensor:
         values = [*(v.reshape(()) for v in extra), *(c.value for c in self.items)]
@@ -220,7 +311,8 @@ class DataChecks:
             if (cond.lo is not None and value < cond.lo) or (
                 cond.hi is not None and value > cond.hi
             ):
-                raise ValueError(f"{self.op}: {cond.what}; got {value}")
+                got_text = "" if cond.boolean else f"; got {value}"
+                raise ValueError(f"{self.op}: {cond.what}{got_text}")
         return [int(v) for v in got[: len(extra)]]
 
     def assert_on_device(self) -> None:
@@ -229,6 +321,10 @@ class DataChecks:
         if not self.items:
             return
         values = self._stacked([])
+        what = "; ".join(c.what for c in self.items)
+        if values.dtype == torch.bool:  # require() conditions only: no bounds to compare with
+            check_on_device(self.op, values.all(), f"expected all of: {what}")
+            return
         info = torch.iinfo(values.dtype)
         # a bound outside the dtype's range is no bound, except that an unreachable one must
         # still fail: clamp it to the range and widen the other side (lo > hi never passes)
@@ -239,5 +335,4 @@ class DataChecks:
                 lo[i], hi[i] = info.max, info.min  # nothing satisfies it
         bounds = torch.tensor([lo, hi], dtype=values.dtype).to(values.device)
         ok = (values.clamp(bounds[0], bounds[1]) == values).all()
-        what = "; ".join(c.what for c in self.items)
         check_on_device(self.op, ok, f"expected all of: {what}")

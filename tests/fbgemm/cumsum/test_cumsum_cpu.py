@@ -219,3 +219,25 @@ def test_rejects_dtypes_upstream_rejects(kind: str, dtype: torch.dtype) -> None:
 def test_rejects_non_tensor(kind: str) -> None:
     with pytest.raises(ValueError, match=rf"asynchronous_{kind}_cumsum: argument 't_in' .*list"):
         OURS[kind]([1, 2, 3])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("grad_mode", [True, False], ids=["grad", "no_grad"])
+@pytest.mark.parametrize("shape", [(5,), (2, 3)], ids=["1-D", "2-D"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_float_input_that_requires_grad_on_npu_as_upstream(
+    kind: str, shape: tuple[int, ...], grad_mode: bool
+) -> None:
+    """A float input that requires grad: upstream (no autograd formula) returns the cumsum, and
+    its output requires grad exactly when grad mode is on (autograd's not-implemented node, whose
+    backward gives the input no gradient); ours on npu returns the same, whatever the op."""
+    x = torch.rand(shape, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    x_npu = x.detach().to("npu").requires_grad_()
+    with torch.set_grad_enabled(grad_mode):
+        expected = upstream(kind, x)
+        got = upstream(kind, x_npu)  # the same torch.ops call, on the npu tensor
+    torch.testing.assert_close(got.detach().cpu(), expected.detach())
+    assert got.requires_grad == expected.requires_grad == grad_mode
+    if grad_mode:
+        with pytest.warns(UserWarning, match="autograd kernel was not registered"):
+            torch.autograd.backward([expected.sum(), got.sum()])
+        assert x.grad is None and x_npu.grad is None

@@ -4,7 +4,12 @@ refused; ``FBGEMM_NPU_VALIDATE=0`` switching the data checks off and nothing els
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -115,6 +120,17 @@ BAD: dict[str, tuple[str, tuple[Any, ...], str]] = {
         (KEYED_VALUES, KEYED_LENGTHS, KEYED_OFFSETS, torch.tensor([0]), 3, None, 9),
         "selected_lengths_sum",
     ),
+    # upstream's CUDA kernel truncates the values to a smaller sum: refused, as every size is
+    "keyed_sum_too_small": (
+        KEYED,
+        (KEYED_VALUES, KEYED_LENGTHS, KEYED_OFFSETS, torch.tensor([2, 0]), 3, None, 3),
+        "selected_lengths_sum",
+    ),
+    "keyed_sum_too_small_weighted": (
+        KEYED,
+        (KEYED_VALUES, KEYED_LENGTHS, KEYED_OFFSETS, torch.tensor([2, 0]), 3, KEYED_VALUES, 0),
+        "selected_lengths_sum",
+    ),
     "bis_index_out_of_range": (
         BIS,
         (TABLES, torch.tensor([3, 0, 1, 3, 3]), [2, 3], ROWS_34, COLS_23),
@@ -220,3 +236,100 @@ def test_data_checks_can_be_switched_off(no_validation: None) -> None:
     F.keyed_jagged_index_select_dim1(*args, 3)  # unchecked: no error
     with pytest.raises(ValueError, match="fbgemm::offsets_range: argument 'offsets' must be 1-D"):
         F.offsets_range(torch.tensor([[0, 3]], device=NPU), 5)
+
+
+# int32 offsets / lengths whose running sums pass 2**31: a difference or a cumsum of them wraps
+# and looked like valid data to the checks (offsets_range then crashed the process, others read
+# out of bounds, allocated by a wrapped size or returned a wrong result).  Each call as source
+# for a child process, M = 2**31: (call, the argument the error must name).
+WRAPPED: dict[str, tuple[str, str]] = {
+    "offsets_range": ("F.offsets_range(I([0, M - 1, -M + 5]), 10)", "offsets"),
+    "offsets_range_back_in_range": ("F.offsets_range(I([0, M - 1, -M + 5, 4]), 10)", "offsets"),
+    "offsets_range_int32_size": ("F.offsets_range(I([0]), M + 5)", "range_size"),
+    "lengths_range": ("F.lengths_range(I([M - 1, M - 1, 4]))", "t_in"),
+    "lengths_range_shape": ("F.lengths_range(I([M - 1, M - 1, 4]), [2])", "t_in"),
+    "lengths_range_out": ("F.lengths_range_out(I([0]), I([M - 1, M - 1, 4]), [2])", "t_in"),
+    "segment_sum_csr": ("F.segment_sum_csr(1, I([0, M - 1, -M + 5, 4]), V(10))", "csr_seg"),
+    "jagged_index_select": (
+        "F.jagged_index_select(V(10, 2), I([M - 1, M - 1, 4]), L([2]))",
+        "lengths",
+    ),
+    "jagged_index_select_size": (
+        "F.jagged_index_select(V(10, 2), I([M - 1, M - 1, 4]), L([2]), 4)",
+        "lengths",
+    ),
+    "keyed": (
+        "F.keyed_jagged_index_select_dim1(V(10), I([M - 1, M - 1, 4]), I([0, M - 1, -2, 2]), "
+        "I([2]), 3)",
+        "offsets",
+    ),
+    "keyed_size": (
+        "F.keyed_jagged_index_select_dim1(V(10), I([M - 1, M - 1, 4]), I([0, M - 1, -2, 2]), "
+        "I([2]), 3, None, 4)",
+        "offsets",
+    ),
+    "unique_offsets": (
+        "F.jagged_unique_indices(I([0, 10]), I([0, 1]), I(WRAP), I([1, 2, 3, 4]))",
+        "offsets",
+    ),
+    "unique_hash_size_cumsum": (
+        "F.jagged_unique_indices(I([0, M - 1, -M + 5]), I([0, 1, 2]), I([0, 2, 4]), "
+        "I([1, 2, 3, 4]))",
+        "hash_size_cumsum",
+    ),
+    "unique_hash_size_offsets": (
+        "F.jagged_unique_indices(I([0, 1, 2, 3]), I([0, M - 1, -M + 5, 3]), I([0, 1, 2, 4]), "
+        "I([1, 2, 3, 4]))",
+        "hash_size_offsets",
+    ),
+}
+_CHILD = """
+import json, sys, torch
+import fbgemm_npu
+from fbgemm_npu.testing import simulate
+simulate()
+F, M = torch.ops.fbgemm, 2**31
+WRAP = [0, M - 1, -M + 5, 4]
+I = lambda v: torch.tensor(v, dtype=torch.int32, device="npu")
+L = lambda v: torch.tensor(v, dtype=torch.int64, device="npu")
+V = lambda *shape: torch.ones(shape, device="npu")
+out = {}
+for name, call in json.loads(sys.argv[1]).items():
+    try:
+        eval(call)
+        out[name] = None
+    except Exception as exc:
+        out[name] = [type(exc).__name__, str(exc)]
+print(json.dumps(out))
+"""
+
+
+def run_child(calls: dict[str, str]) -> dict[str, Any]:
+    """Each call's ``[exception type, message]`` (None: no error), run in a child process: a
+    kernel that crashes must fail this test, not kill pytest."""
+    repo = Path(__file__).resolve().parents[3]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(calls)],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"the child died (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_wrapped_int32_offsets_are_refused_without_a_crash() -> None:
+    results = run_child({name: call for name, (call, _) in WRAPPED.items()})
+    for name, (_, arg) in WRAPPED.items():
+        op = WRAPPED[name][0].split("(")[0].removeprefix("F.")
+        got = results[name]
+        assert got is not None, f"{name}: no error"
+        kind, message = got
+        assert kind in ("ValueError", "RuntimeError"), f"{name}: {kind}: {message}"
+        assert f"fbgemm::{op}: " in message and f"'{arg}'" in message, f"{name}: {message}"

@@ -127,8 +127,14 @@ def _expand(
         (([1, 0], [0, 2, 5], [0, 3, 2], 2), "'output_offset' must be non-decreasing"),
         (([1, 0], [0, 2, 5], [1, 3, 5], 5), "'output_offset' must start at 0"),
         (([1, 0], [0, 2, 5], [0, 3, 5], 4), "'output_offset' must end at output_size \\(4\\)"),
+        # int32 offsets across 2**31: every difference wraps to a non-negative step, and the
+        # element index was built for lengths summing to no real size
+        (
+            ([1, 0, 2], [0, 3, 5, 4], [0, 2**31 - 1, -(2**31) + 5, 4], 4, torch.int32),
+            "'output_offset' must be non-decreasing",
+        ),
     ],
-    ids=["permute_range", "decreasing", "start", "end"],
+    ids=["permute_range", "decreasing", "start", "end", "wrapped_int32"],
 )
 def test_expand_data_errors(args: tuple[Any, ...], match: str) -> None:
     with pytest.raises(RuntimeError, match=f"{EXPAND}: .*{match}"):

@@ -1,28 +1,95 @@
 """The pooled family against upstream where it is quiet or odd: index lists upstream's CPU kernel
-accepts, the plan memo (in-place changes, pickling), the cross-device ops' placement rules, our
+accepts, no plan outliving a write to its index tensors (any write: in place, through
+``.data`` or the storage), saving them, the cross-device ops' placement rules, our
 kernels on CPU tensors, the Meta kernel.  Expected values come from upstream's CPU kernels.
 """
 
 from __future__ import annotations
+
+import io
+from collections.abc import Callable
 
 import pytest
 import torch
 
 from fbgemm_npu.native.fbgemm.pooled import merge, pooled
 from fbgemm_npu.native.fbgemm.pooled import regroup as pooled_regroup
-from fbgemm_npu.testing.pooled_inputs import keyed, pooled_args, spread, to_npu
+from fbgemm_npu.testing.pooled_inputs import keyed, kt_permute_args, pooled_args, spread, to_npu
 
 F = torch.ops.fbgemm
 NPU = "npu"
 
 
-def test_permute_pooled_memo_sees_in_place_changes() -> None:
+# Every way to change a tensor's data: the ones autograd's version counter sees and the ones it
+# does not (``.data``, a raw storage copy, a new ``.data``); no plan derived from the data may
+# outlive any of them.
+WRITES: dict[str, Callable[[torch.Tensor, torch.Tensor], object]] = {
+    "in place": lambda t, new: t.zero_().add_(new),
+    "copy_": lambda t, new: t.copy_(new),
+    "through a view": lambda t, new: t.view(-1).__setitem__(slice(None), new.view(-1)),
+    "under no_grad": lambda t, new: _no_grad_copy(t, new),
+    "through .data": lambda t, new: t.data.copy_(new),
+    ".data replaced": lambda t, new: setattr(t, "data", new.clone()),
+    "through the storage": lambda t, new: t.untyped_storage().copy_(new.untyped_storage()),
+}
+
+
+def _no_grad_copy(t: torch.Tensor, new: torch.Tensor) -> None:
+    with torch.no_grad():
+        t.copy_(new)
+
+
+# Two regroupings of the same keys with the same output widths ([5, 4]) in another order.
+_KEYS, _LENGTHS = [["a", "b"], ["c", "d"]], [[2, 2], [3, 2]]
+_GROUPS = ([["c", "a"], ["d", "b"]], [["a", "c"], ["b", "d"]])
+
+
+@pytest.mark.parametrize("source", ["upstream", "ours"])
+@pytest.mark.parametrize("write", list(WRITES))
+def test_permute_multi_embedding_follows_every_write_to_permutes(write: str, source: str) -> None:
+    """After any write to ``permutes`` (from upstream's kt_regroup_arguments, moved to npu, or
+    from ours on npu) the next call regroups by the new rows, as upstream's does."""
+    embs = [torch.randn(3, 4), torch.randn(3, 5)]
+    before, after = (F.kt_regroup_arguments(embs[0], _KEYS, _LENGTHS, g) for g in _GROUPS)
+    embs_npu = to_npu(embs)
+    if source == "ours":
+        permutes = F.kt_regroup_arguments(embs_npu[0], _KEYS, _LENGTHS, _GROUPS[0])[0]
+    else:
+        permutes = before[0].to(NPU)
+    shapes = to_npu([before[1], before[2]])
+    for rows in (before[0], after[0]):
+        if rows is after[0]:
+            WRITES[write](permutes, after[0].to(NPU))
+        expected = F.permute_multi_embedding(embs, rows, before[1], before[2], before[3])
+        got = F.permute_multi_embedding(embs_npu, permutes, *shapes, before[3])
+        assert all(torch.equal(a.cpu(), b) for a, b in zip(got, expected, strict=True))
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_permute_pooled_embs_follows_every_write_to_its_lists(write: str) -> None:
     cpu = pooled_args(4, 3, 2)
     x, off, perm, inv_off, inv_perm = to_npu(cpu)
     F.permute_pooled_embs(x, off, perm, inv_off, inv_perm)
-    perm.copy_(perm.flip(0))  # a new permutation, in place: the memoised plan is stale
+    WRITES[write](perm, perm.flip(0))
     expected = F.permute_pooled_embs(cpu[0], cpu[1], cpu[2].flip(0), cpu[3], cpu[4])
     assert torch.equal(F.permute_pooled_embs(x, off, perm, inv_off, inv_perm).cpu(), expected)
+    new_off = torch.tensor([0, 1, 1, 4, 6])  # other cut points, written into offset_dim_list
+    WRITES[write](off, new_off.to(NPU))
+    expected = F.permute_pooled_embs(cpu[0], new_off, cpu[2].flip(0), cpu[3], cpu[4])
+    assert torch.equal(F.permute_pooled_embs(x, off, perm, inv_off, inv_perm).cpu(), expected)
+
+
+def test_index_tensors_can_still_be_swapped() -> None:
+    """Nothing holds a reference to the index tensors after a call: ``swap_tensors`` (what
+    ``Module._apply`` uses under ``torch.__future__.set_swap_module_params_on_conversion``)
+    works on them."""
+    x, off, perm, inv_off, inv_perm = to_npu(pooled_args(3, 2, 2))
+    F.permute_pooled_embs(x, off, perm, inv_off, inv_perm)
+    d = keyed(4, 3, 2)
+    permutes, in_shapes, out_shapes, out_lengths = to_npu(kt_permute_args(d))
+    F.permute_multi_embedding(to_npu(d["values"]), permutes, in_shapes, out_shapes, out_lengths)
+    torch.utils.swap_tensors(perm, perm.clone())
+    torch.utils.swap_tensors(permutes, permutes.clone())
 
 
 def test_permute_pooled_upstream_accepted_forms_match() -> None:
@@ -88,11 +155,16 @@ def test_meta_of_auto_grad_split() -> None:
     assert F.permute_pooled_embs_auto_grad_split(x, *lists).shape == (4, 10)
 
 
-def test_memoised_tensors_still_pickle() -> None:
-    """The plan memo lives beside the index tensors, not in them: torch.save still works."""
-
+def test_index_tensors_still_save_and_load_after_a_call() -> None:
+    """A call leaves nothing on or beside its index tensors: torch.save / torch.load of them (and
+    of the module state that holds them) work unchanged."""
     x, *lists = to_npu(pooled_args(3, 2, 2))
     F.permute_pooled_embs(x, *lists)
+    buffer = io.BytesIO()
+    torch.save(lists, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)
+    assert all(torch.equal(a.cpu(), b.cpu()) for a, b in zip(loaded, lists, strict=True))
 
 
 def test_permute_multi_embedding_with_no_rows_takes_int64_permutes_like_upstream() -> None:

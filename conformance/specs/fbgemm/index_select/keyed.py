@@ -5,7 +5,8 @@ CUDA kernel; the spec's op runs it on CPU tensors and ours on npu tensors.  Inpu
 to 6, 0 to 4 keys, lengths with zero-length segments, int32 / int64 lengths, offsets and indices
 (repeats and drops), values of every dtype (float64 and int8 included), sometimes strided, longer
 than the lengths' sum; weights float32 / float16 or omitted; ``selected_lengths_sum`` omitted,
-exact or smaller (a truncated output).  Gradients (``[grad]``): float values without weights,
+exact, or smaller (invalid: upstream's CUDA kernel truncates silently; the reference and ours
+refuse it).  Gradients (``[grad]``): float values without weights,
 sums over repeated samples (``SUMS``).  Budget: the op's ``BUDGETS`` entry; weights and the
 length sum select the path and the syncs.
 """
@@ -41,8 +42,9 @@ def keyed_reference(
     selected_lengths_sum: int | None = None,
 ) -> list[torch.Tensor]:
     """Loop over (batch, selected sample): output segment ``n * K + j`` copies input segment
-    ``n * batch_size + indices[j]`` (starting at ``offsets`` of it); truncated to
-    ``selected_lengths_sum`` rows when given, as upstream's CUDA kernel writes only those."""
+    ``n * batch_size + indices[j]`` (starting at ``offsets`` of it).  A ``selected_lengths_sum``
+    other than the selected total is refused (upstream's CUDA kernel truncates to a smaller one
+    and reads garbage past a larger one)."""
     num_batches = lengths.numel() // batch_size
     lens, offs = lengths.tolist(), offsets.tolist()
     src: list[int] = []
@@ -52,8 +54,10 @@ def keyed_reference(
             seg = n * batch_size + j
             out_lengths.append(lens[seg])
             src.extend(range(offs[seg], offs[seg] + lens[seg]))
-    if selected_lengths_sum is not None:
-        src = src[:selected_lengths_sum]
+    if selected_lengths_sum is not None and selected_lengths_sum != len(src):
+        raise ValueError(
+            f"selected_lengths_sum ({selected_lengths_sum}) is not the selected total ({len(src)})"
+        )
     idx = torch.tensor(src, dtype=torch.int64)
     out = [values[idx], torch.tensor(out_lengths, dtype=lengths.dtype)]
     if weights is not None:
@@ -73,6 +77,7 @@ def keyed_inputs(
     draw: st.DrawFn,
     dtypes: tuple = (*VALUE_DTYPES, torch.float64, torch.int8),
     weights: tuple = (False, True),
+    sizes: tuple = ("omitted", "exact", "smaller"),
 ) -> dict:
     batch_size = draw(st.integers(1, 6))
     num_batches = draw(st.integers(0, 4))
@@ -101,9 +106,11 @@ def keyed_inputs(
         w_dtype = draw(st.sampled_from((torch.float32, torch.float16)))
         args["weights"] = fill_values((n,), w_dtype, "uniform", seed(draw))
     total = int(sum(lengths[b * batch_size + j] for b in range(num_batches) for j in indices))
-    size = draw(st.sampled_from(("omitted", "exact", "smaller")))
-    if size != "omitted":
-        args["selected_lengths_sum"] = total if size == "exact" else draw(st.integers(0, total))
+    size = draw(st.sampled_from(sizes))
+    if size == "smaller" and total > 0:
+        args["selected_lengths_sum"] = draw(st.integers(0, total - 1))
+    elif size != "omitted":
+        args["selected_lengths_sum"] = total
     return args
 
 
@@ -142,7 +149,9 @@ SPECS = [
     OpSpec(
         "keyed_jagged_index_select_dim1[grad]",
         _keyed_op,
-        keyed_inputs(dtypes=FLOATS + (torch.float64,), weights=(False,)),
+        keyed_inputs(
+            dtypes=FLOATS + (torch.float64,), weights=(False,), sizes=("omitted", "exact")
+        ),
         SUMS,
         _keyed_budget,
         backward=True,

@@ -17,7 +17,10 @@ closer to the exact sum than upstream's; the conformance suite compares half typ
 float64 reference for that reason.
 
 Upstream has CPU and Meta kernels for these ops but no autograd formula, so only ``PrivateUse1`` is
-registered.  The kernels are device-generic: called directly they also run on CPU tensors.
+registered, and the kernels scan a detached input: a float input that requires grad gets
+upstream's result (an output that requires grad through autograd's not-implemented node, with no
+gradient for the input), not an error from ``cumsum.out`` nor a gradient upstream does not give.
+The kernels are device-generic: called directly they also run on CPU tensors.
 """
 
 from __future__ import annotations
@@ -48,8 +51,12 @@ ASYNCHRONOUS_INCLUSIVE_CUMSUM = "fbgemm::asynchronous_inclusive_cumsum"
 
 
 def _check_input(op: str, t_in: object) -> torch.Tensor:
+    """``t_in`` checked, and detached: upstream has no autograd formula for these ops, so the
+    scans must not record one (``cumsum.out`` would refuse an input that requires grad).  What
+    the caller gets is upstream's: autograd's not-implemented fallback marks the output as
+    requiring grad when the input does, and its backward gives the input no gradient."""
     t = check_tensor(op, "t_in", t_in)
-    return check_dtype(op, "t_in", t, CUMSUM_DTYPES)
+    return check_dtype(op, "t_in", t, CUMSUM_DTYPES).detach()
 
 
 def _scan_into(src: torch.Tensor, dim: int, out: torch.Tensor) -> None:

@@ -3,17 +3,21 @@ unique indices."""
 
 from __future__ import annotations
 
+from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.index_select import batch, group, index_select, keyed, ranges, unique
 from fbgemm_npu.native.fbgemm.index_select.budgets import BUDGETS
 
-KERNELS = merge_kernels(
-    index_select.KERNELS,
-    keyed.KERNELS,
-    batch.KERNELS,
-    group.KERNELS,
-    ranges.KERNELS,
-    unique.KERNELS,
+# every kernel checks its tensor arguments first (None, objects): native/_checks.py
+KERNELS = guard_tensor_arguments(
+    merge_kernels(
+        index_select.KERNELS,
+        keyed.KERNELS,
+        batch.KERNELS,
+        group.KERNELS,
+        ranges.KERNELS,
+        unique.KERNELS,
+    )
 )
 SCHEMAS: dict[str, str] = {}
 

@@ -35,6 +35,7 @@ from fbgemm_npu.native._host import exclusive_cumsum
 __all__ = [
     "GatherRows",
     "TableGather",
+    "check_fits",
     "check_index_tensor",
     "check_non_negative",
     "contiguous",
@@ -42,6 +43,7 @@ __all__ = [
     "rows_gather_index",
     "same_dtype_or_raise",
     "select_rows_index",
+    "sum_fits",
     "table_gather",
     "table_gather_permuted",
 ]
@@ -66,6 +68,23 @@ def check_non_negative(op: str, arg: str, value: int | None) -> None:
         raise ValueError(f"{op}: argument '{arg}' must be non-negative, got {value}")
 
 
+def check_fits(op: str, arg: str, value: int, dtype: torch.dtype) -> None:
+    """A size the kernel holds in ``dtype`` (``offsets_range`` computes its positions and the last
+    segment's end in the offsets' dtype) must fit in it: past the limit they wrap."""
+    limit = torch.iinfo(dtype).max
+    if value > limit:
+        raise ValueError(
+            f"{op}: argument '{arg}' ({value}) must be below 2**{limit.bit_length()} for "
+            f"{dtype_name(dtype)} offsets (the positions are {dtype_name(dtype)})"
+        )
+
+
+def sum_fits(arg: str, dtype: torch.dtype) -> str:
+    """What a check of a running sum of ``arg`` (``cumsum(...).amin() >= 0``) says: with every
+    term non-negative, the first sum past the dtype's range wraps to a negative one."""
+    return f"argument '{arg}' must sum within {dtype_name(dtype)} (a running sum wrapped)"
+
+
 def same_dtype_or_raise(op: str, expected_arg: str, **tensors: torch.Tensor) -> None:
     """Every tensor given must have the dtype of ``tensors[expected_arg]`` (upstream reads them
     all with one index type)."""
@@ -85,17 +104,22 @@ def select_rows_index(
     out_lengths: torch.Tensor,
     num_rows: int | None,
     arg: str,
+    exact: bool = False,
 ) -> torch.Tensor:
     """:func:`rows_gather_index` of a jagged select, with its data checks run: the output has
     ``num_rows`` rows (the argument ``arg``), which must not exceed the selected lengths' sum
-    (one ``_assert_async`` round), or, when it is None, that sum, read back to the host with the
-    checks riding on the read."""
+    (``exact``: must equal it) (one ``_assert_async`` round), or, when it is None, that sum, read
+    back to the host with the checks riding on the read."""
     if num_rows is None:
         total = checks.read_with([out_ends[-1]])[0]
         return rows_gather_index(d, out_ends, total, lengths=out_lengths)
     if validation_enabled():
-        what = f"argument '{arg}' ({num_rows}) must not exceed the sum of the selected lengths"
-        checks.add(out_ends[-1], num_rows, None, what)
+        if exact:
+            what = f"argument '{arg}' ({num_rows}) must equal the sum of the selected lengths"
+            checks.add(out_ends[-1], num_rows, num_rows, what)
+        else:
+            what = f"argument '{arg}' ({num_rows}) must not exceed the sum of the selected lengths"
+            checks.add(out_ends[-1], num_rows, None, what)
         checks.assert_on_device()
     return rows_gather_index(d, out_ends, num_rows)  # a given size may truncate: searchsorted
 

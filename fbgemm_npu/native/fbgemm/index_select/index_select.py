@@ -264,6 +264,9 @@ def _jagged_select_index(
         checks.add(lengths.amin(), 0, None, "argument 'lengths' must be non-negative")
         what = f"argument 'lengths' must not sum past values.size(0) ({values.size(0)})"
         checks.add(in_incl[-1], None, values.size(0), what)
+        # sums of non-negative terms wrap to a negative one first: the last sum alone is no proof
+        checks.add(in_incl.amin(), 0, None, _u.sum_fits("lengths", lengths.dtype))
+        checks.add(out_incl.amin(), 0, None, _u.sum_fits("lengths[indices]", lengths.dtype))
     size_arg = "num_dense_output_rows"
     src = _u.select_rows_index(checks, d, out_incl, out_lengths, num_dense_output_rows, size_arg)
     return src, out_lengths

@@ -10,11 +10,13 @@ output segment ``n * len(indices) + j`` is input segment ``n * batch_size + indi
 
 Semantics read from upstream's CUDA kernel: values of any dtype it dispatches (the ints,
 float16/32/64, bfloat16), ``weights`` float (the same length as ``values``), ``lengths`` /
-``offsets`` / ``indices`` int32 or int64 each; ``selected_lengths_sum`` below the selected total
-truncates the values (and weights) as upstream does, above it upstream reads garbage: refused;
-gradient for ``values`` only (upstream returns none for ``weights``).  Bad data (an index outside
-``[0, batch_size)``, ``offsets`` that disagree with ``lengths`` or pass ``values``, negative
-lengths) is refused by folded device checks (``FBGEMM_NPU_VALIDATE=0`` skips them).
+``offsets`` / ``indices`` int32 or int64 each; ``selected_lengths_sum`` must equal the selected
+total (upstream truncates the values and weights to a smaller one, silently, and reads garbage
+past a larger one: both refused, as the permutes' ``permuted_lengths_sum`` is); gradient for
+``values`` only (upstream returns none for ``weights``).  Bad data (an index outside
+``[0, batch_size)``, ``offsets`` that disagree with ``lengths``, pass ``values`` or wrap past
+2**31, negative lengths, selected lengths whose int32 sum wraps) is refused by folded device
+checks (``FBGEMM_NPU_VALIDATE=0`` skips them).
 
 Launches: segment ids (``arange`` + ``add``), the lengths gather, a cumsum, a gather and a
 difference for ``d``, the row index, one gather per output (weights add theirs); without
@@ -87,8 +89,12 @@ def _keyed_select_index(
         checks.add(mismatch[1], 0, 0, what)
         checks.add(offsets[0], 0, 0, "argument 'offsets' must start at 0")
         checks.add(lengths.amin(), 0, None, "argument 'lengths' must be non-negative")
-        what = f"argument 'offsets' must end within values.numel() ({values.numel()})"
-        checks.add(offsets[-1], None, values.numel(), what)
+        # all of offsets, not its end alone: int32 offsets that pass 2**31 wrap to negative ones
+        # whose steps still agree with the lengths
+        low, high = torch.aminmax(offsets)
+        what = f"argument 'offsets' must lie in [0, values.numel() ({values.numel()})]"
+        checks.add(low, 0, None, what)
+        checks.add(high, None, values.numel(), what)
     if num_batches * k == 0:
         if selected_lengths_sum not in (None, 0):
             raise ValueError(
@@ -97,9 +103,13 @@ def _keyed_select_index(
             )
         checks.assert_on_device()
         return torch.zeros(0, dtype=torch.int64, device=values.device), out_lengths
+    if validate:
+        checks.add(out_incl.amin(), 0, None, _u.sum_fits("lengths[indices]", lengths.dtype))
     d = offsets[1:].index_select(0, sel) - out_incl
     size_arg = "selected_lengths_sum"
-    src = _u.select_rows_index(checks, d, out_incl, out_lengths, selected_lengths_sum, size_arg)
+    src = _u.select_rows_index(
+        checks, d, out_incl, out_lengths, selected_lengths_sum, size_arg, exact=True
+    )
     return src, out_lengths
 
 
@@ -154,8 +164,9 @@ def keyed_jagged_index_select_dim1_npu(
     ``num_batches * batch_size`` segments, ``offsets = [0, cumsum(lengths)]``).
 
     Returns ``[values, lengths]`` or ``[values, lengths, weights]``: output segment
-    ``n * len(indices) + j`` is input segment ``n * batch_size + indices[j]``; the values (and
-    weights) are the first ``selected_lengths_sum`` rows when that is given.
+    ``n * len(indices) + j`` is input segment ``n * batch_size + indices[j]``;
+    ``selected_lengths_sum``, when given, must be the selected lengths' sum (checked on the
+    device).
     Launches: see the module docstring; ``selected_lengths_sum`` None reads the size back to the
     host.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """

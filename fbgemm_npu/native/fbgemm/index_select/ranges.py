@@ -48,6 +48,7 @@ from fbgemm_npu.native._checks import (
     check_same_device,
     check_tensor,
     dtype_name,
+    non_decreasing,
     validation_enabled,
 )
 from fbgemm_npu.native.fbgemm.index_select import _utils as _u
@@ -87,6 +88,7 @@ def offsets_range_npu(offsets: torch.Tensor, range_size: int) -> torch.Tensor:
     op = OFFSETS_RANGE
     offsets = _u.check_index_tensor(op, "offsets", offsets)
     _u.check_non_negative(op, "range_size", range_size)
+    _u.check_fits(op, "range_size", range_size, offsets.dtype)
     n = offsets.numel()
     if n == 0:
         if range_size > 0:
@@ -95,9 +97,8 @@ def offsets_range_npu(offsets: torch.Tensor, range_size: int) -> torch.Tensor:
     if validation_enabled():
         checks = DataChecks(op)
         checks.add(offsets[0], 0, 0, "argument 'offsets' must start at 0")
-        if n > 1:
-            steps = offsets[1:] - offsets[:-1]
-            checks.add(steps.amin(), 0, None, "argument 'offsets' must be non-decreasing")
+        if n > 1:  # compared, not subtracted: int32 steps across 2**31 wrap to valid-looking ones
+            checks.require(non_decreasing(offsets), "argument 'offsets' must be non-decreasing")
         what = f"argument 'offsets' must end within range_size ({range_size})"
         checks.add(offsets[-1], None, range_size, what)
         checks.assert_on_device()
@@ -131,6 +132,7 @@ def _lengths_range(
         complete = nnf.pad(torch.cumsum(t_in, 0, dtype=t_in.dtype), (1, 0))
         if validate:
             checks.add(t_in.amin(), 0, None, "argument 't_in' must hold non-negative lengths")
+            checks.add(complete.amin(), 0, None, _u.sum_fits("t_in", t_in.dtype))
         if size is None:
             total = checks.read_with([complete[-1]])[0]
         else:
@@ -208,9 +210,8 @@ def segment_sum_csr_npu(
     if validation_enabled():
         checks = DataChecks(op)
         checks.add(bounds_in[0], 0, None, "argument 'csr_seg' must be non-negative")
-        if n_seg > 0:
-            steps = bounds_in[1:] - bounds_in[:-1]
-            checks.add(steps.amin(), 0, None, "argument 'csr_seg' must be non-decreasing")
+        if n_seg > 0:  # compared, not subtracted (int32 steps across 2**31 wrap)
+            checks.require(non_decreasing(bounds_in), "argument 'csr_seg' must be non-decreasing")
         what = (
             "the last segment of "
             f"argument 'csr_seg' must end within values ({flat.numel()} elements, "

@@ -34,7 +34,12 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native._checks import DataChecks, check_same_device, validation_enabled
+from fbgemm_npu.native._checks import (
+    DataChecks,
+    check_same_device,
+    non_decreasing,
+    validation_enabled,
+)
 from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = ["KERNELS", "jagged_unique_indices_npu"]
@@ -91,18 +96,16 @@ def _add_checks(
     """The contract in the module docstring; 5 reductions / differences."""
     checks.add(offs[0], 0, 0, "argument 'offsets' must start at 0")
     checks.add(offs[-1], n_idx, n_idx, f"argument 'offsets' must end at indices.numel() ({n_idx})")
+    # compared, not subtracted: int32 steps across 2**31 wrap to non-negative ones
     if offs.numel() > 1:
-        checks.add(
-            (offs[1:] - offs[:-1]).amin(), 0, None, "argument 'offsets' must be non-decreasing"
-        )
+        checks.require(non_decreasing(offs), "argument 'offsets' must be non-decreasing")
     checks.add(hso[0], 0, 0, "argument 'hash_size_offsets' must start at 0")
     what = f"argument 'hash_size_offsets' must reach T ({n_feat}) at entry T"
     checks.add(hso[n_feat], n_feat, n_feat, what)
     what = "argument 'hash_size_offsets' must be non-decreasing"
-    checks.add((hso[1 : n_feat + 1] - hso[:n_feat]).amin(), 0, None, what)
-    checks.add(
-        (hsc[1:] - hsc[:-1]).amin(), 0, None, "argument 'hash_size_cumsum' must be non-decreasing"
-    )
+    checks.require(non_decreasing(hso[: n_feat + 1]), what)
+    what = "argument 'hash_size_cumsum' must be non-decreasing"
+    checks.require(non_decreasing(hsc), what)
 
 
 def jagged_unique_indices_npu(

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.jagged import elementwise, matmul, stacked, to_dense, to_jagged
 from fbgemm_npu.native.fbgemm.jagged.budgets import BUDGETS
 
-KERNELS = merge_kernels(
-    to_dense.KERNELS,
-    to_jagged.KERNELS,
-    elementwise.KERNELS,
-    matmul.KERNELS,
-    stacked.KERNELS,
+# every kernel checks its tensor arguments first (None, objects): native/_checks.py
+KERNELS = guard_tensor_arguments(
+    merge_kernels(
+        to_dense.KERNELS,
+        to_jagged.KERNELS,
+        elementwise.KERNELS,
+        matmul.KERNELS,
+        stacked.KERNELS,
+    )
 )
 SCHEMAS: dict[str, str] = {}
 

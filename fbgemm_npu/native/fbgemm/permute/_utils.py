@@ -35,6 +35,7 @@ from fbgemm_npu.native._checks import (
     check_same_device,
     check_tensor,
     dtype_name,
+    non_decreasing,
     validation_enabled,
 )
 
@@ -328,7 +329,9 @@ def expand(
         low, high = torch.aminmax(flat)
         bounds.add(low, 0, None, f"argument 'permute' must hold indices in [0, {n})")
         bounds.add(high, None, n - 1, f"argument 'permute' must hold indices in [0, {n})")
-        bounds.add(out_lengths.amin(), 0, None, "argument 'output_offset' must be non-decreasing")
+        # compared, not subtracted: int32 steps across 2**31 wrap to non-negative ones
+        what = "argument 'output_offset' must be non-decreasing"
+        bounds.require(non_decreasing(ends), what)
         bounds.add(ends[0], 0, 0, "argument 'output_offset' must start at 0")
         what = f"argument 'output_offset' must end at output_size ({output_size})"
         bounds.add(ends[-1], output_size, output_size, what)

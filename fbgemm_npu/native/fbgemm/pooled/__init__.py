@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.pooled import merge, pooled, regroup
 from fbgemm_npu.native.fbgemm.pooled.budgets import BUDGETS
 
-KERNELS = merge_kernels(
-    pooled.KERNELS,
-    regroup.KERNELS,
-    merge.KERNELS,
+# every kernel checks its tensor arguments first (None, objects): native/_checks.py
+KERNELS = guard_tensor_arguments(
+    merge_kernels(
+        pooled.KERNELS,
+        regroup.KERNELS,
+        merge.KERNELS,
+    )
 )
 SCHEMAS: dict[str, str] = {}
 

@@ -10,20 +10,18 @@ Every op of the family is a column permutation: output column ``c`` copies input
 * from a ``permutes`` tensor on the device: :func:`device_src` derives ``src`` with a fixed
   number of launches and validates it with one ``_assert_async`` (``check_on_device``).
 
-A derived plan is memoised for the tensor it came from (:func:`memo_get` / :func:`memo_put`),
-keyed by the host-known sizes and invalidated by the tensor's version counter, so a module that
-holds its ``permutes`` (torchrec's ``KTRegroupAsDict``, ``PermutePooledEmbeddings``) pays for the
-plan once; later calls launch only the gather.
+A plan derived from a device tensor's data is never kept: every call derives it again.  A memo
+keyed on the tensor (its identity and ``_version``) goes stale after writes the version counter
+does not see (``t.data.copy_(...)``, ``t.data = other``, a copy into ``t.untyped_storage()``),
+and its weak references made ``torch.utils.swap_tensors`` refuse the tensor; the cost of not
+keeping it is in ``budgets.py``.
 """
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Hashable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
 
 from fbgemm_npu.native._checks import check_on_device, validation_enabled
 from fbgemm_npu.native._host import exclusive_cumsum
@@ -33,59 +31,11 @@ __all__ = [
     "device_src",
     "host_src",
     "kt_rows",
-    "memo_get",
-    "memo_put",
     "scatter_src",
     "upload",
 ]
 
-# Plans by the tensor they were derived from, held weakly (an entry dies with its tensor); kept
-# out of the tensor itself so that pickling, torch.save and deepcopy of it are unaffected.
-_MEMO: WeakIdKeyDictionary = WeakIdKeyDictionary()
-_MEMO_MAX = 8  # plans kept per tensor; a tensor rarely meets more than one or two size sets
 PERMUTE_COLUMNS = 6  # in_tensor, out_tensor, in_offset, out_offset, length, next
-
-
-def _version(t: torch.Tensor) -> int | None:
-    try:
-        return t._version
-    except RuntimeError:  # inference tensors have no version counter: never memoise them
-        return None
-
-
-def memo_get(owner: torch.Tensor, key: Hashable, deps: Sequence[torch.Tensor] = ()) -> Any:
-    """The plan memoised for ``owner`` under ``key``, or ``None`` if absent or stale.
-
-    Stale: ``owner`` or one of ``deps`` (the other tensors the plan was derived from) was
-    modified in place since, or a dep is another tensor object than it was.
-    """
-    plans = _MEMO.get(owner)
-    entry = None if plans is None else plans.get(key)
-    if entry is None:
-        return None
-    version, dep_refs, value = entry
-    if version is None or version != _version(owner) or len(dep_refs) != len(deps):
-        return None
-    for (ref, dep_version), dep in zip(dep_refs, deps, strict=True):
-        if ref() is not dep or dep_version != _version(dep):
-            return None
-    return value
-
-
-def memo_put(
-    owner: torch.Tensor, key: Hashable, value: Any, deps: Sequence[torch.Tensor] = ()
-) -> None:
-    """Memoise ``value`` for ``owner`` (see :func:`memo_get`); a no-op for inference tensors."""
-    version = _version(owner)
-    if version is None or any(_version(d) is None for d in deps):
-        return
-    plans = _MEMO.get(owner)
-    if plans is None:
-        plans = {}
-        _MEMO[owner] = plans
-    if len(plans) >= _MEMO_MAX and key not in plans:
-        plans.pop(next(iter(plans)))
-    plans[key] = (version, tuple((weakref.ref(d), _version(d)) for d in deps), value)
 
 
 def upload(values: torch.Tensor, device: torch.device) -> torch.Tensor:

@@ -31,7 +31,6 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
-from fbgemm_npu.native.fbgemm.pooled import _utils as plans
 
 __all__ = [
     "KERNELS",
@@ -63,8 +62,8 @@ def _permute_src(
     Launches: arange, searchsorted, sort of permute_list, index_select, sort of the keys, then
     the device check (``permute_list`` is a permutation of ``0..T-1``, the cut points are
     non-negative and non-decreasing: three comparisons into one bool buffer, ``all``,
-    ``_assert_async``; fewer comparisons for T < 3).  Memoised for ``permute_list`` (with
-    ``offset_dim_list``): a caller that passes the same index tensors again launches none.
+    ``_assert_async``; fewer comparisons for T < 3), every call (no plan is kept: a write to the
+    lists that the version counter misses would leave it stale; see :mod:`._utils`).
     """
     pooled = pooled_embs
     if pooled.dim() < 2:
@@ -91,12 +90,7 @@ def _permute_src(
             f"{n_blocks} entries, got {offset_dim_list.numel()}"
         )
     width = pooled.size(1)
-    key = ("permute_pooled_embs", width)
-    src = plans.memo_get(permute_list, key, (offset_dim_list,))
-    if src is None:
-        src = _derive_permute_src(op, width, offset_dim_list.reshape(-1), permute_list.reshape(-1))
-        plans.memo_put(permute_list, key, src, (offset_dim_list,))
-    return src
+    return _derive_permute_src(op, width, offset_dim_list.reshape(-1), permute_list.reshape(-1))
 
 
 def _derive_permute_src(op: str, width: int, off: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
@@ -142,9 +136,8 @@ def permute_pooled_embs_npu(
     Block ``s`` is columns ``[offset_dim_list[s], offset_dim_list[s + 1])`` (block 0 starts at 0,
     the last block ends at ``pooled_embs.size(1)``, as upstream's CPU kernel cuts them); an empty
     ``pooled_embs`` is returned as it is, unchecked, as upstream does.  Any dtype; index lists
-    int64.  Launches: the plan and its check on first use of an index pair (see
-    ``_permute_src``; ``FBGEMM_NPU_VALIDATE=0`` drops the check), then the ``index_select``; only
-    the ``index_select`` when the pair is passed again (the ``memoised`` path).
+    int64.  Launches: the plan and its check, every call (see ``_permute_src``;
+    ``FBGEMM_NPU_VALIDATE=0`` drops the check), then the ``index_select``.
     Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     lists = (offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)

@@ -102,18 +102,9 @@ def _out_lengths(op: str, out_lengths: Sequence[int], arg: str = "out_lengths") 
 def _multi_src(
     op: str, permutes: torch.Tensor, in_widths: list[int], out_widths: list[int]
 ) -> torch.Tensor:
-    """``src`` for ``permutes``: memoised; else from the host rows our ``kt_regroup_arguments``
-    attached (1 upload); else derived on the device (:func:`._utils.device_src`)."""
-    key = ("permute_multi_embedding", tuple(in_widths), tuple(out_widths))
-    src = plans.memo_get(permutes, key)
-    if src is None:
-        rows = plans.memo_get(permutes, "kt_rows")
-        if rows is not None:
-            src = plans.upload(plans.host_src(op, rows, in_widths, out_widths), permutes.device)
-        else:
-            src = plans.device_src(op, permutes, in_widths, out_widths)
-        plans.memo_put(permutes, key, src)
-    return src
+    """``src`` for ``permutes``, derived and checked on the device every call
+    (:func:`._utils.device_src`; why no plan is kept: :mod:`._utils`)."""
+    return plans.device_src(op, permutes, in_widths, out_widths)
 
 
 def _multi_call(
@@ -168,8 +159,7 @@ def permute_multi_embedding_function_npu(
 
     Launches: the gather (``cat``, ``index_select``, ``split_with_sizes_copy``) or the scatter
     (``cat``, ``zeros``, ``index_add``, ``split_with_sizes_copy``), without the ``cat`` / split for
-    one input or output; plus, on first use of a ``permutes`` tensor, an upload of the plan if it
-    came from our ``kt_regroup_arguments``, else the plan derived and checked on the device
+    one input or output; plus, every call, the plan derived and checked on the device
     (``FBGEMM_NPU_VALIDATE=0`` drops the check).  Launches and syncs: ``BUDGETS`` in ``budgets.py``
     (docs/ops.md).
     """
@@ -257,8 +247,7 @@ def kt_regroup_arguments_npu(
     groups: Sequence[Sequence[str]],
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
     """``(permutes (P, 6) int32, in_shapes int32, out_shapes int32, out_lengths)`` on ``embs``'
-    device, computed on the host from the string keys (:func:`._utils.kt_rows`).  The host rows
-    are memoised for ``permutes``, so ``permute_multi_embedding`` needs no device plan for them.
+    device, computed on the host from the string keys (:func:`._utils.kt_rows`).
 
     Launches: one host-to-device copy per tensor.  Launches and syncs: ``BUDGETS`` in ``budgets.py``
     (docs/ops.md).
@@ -267,7 +256,6 @@ def kt_regroup_arguments_npu(
     rows, in_lengths, out_lengths = plans.kt_rows(KT_REGROUP_ARGUMENTS, keys, lengths, groups)
     host = _int32(rows).view(-1, plans.PERMUTE_COLUMNS)
     permutes = plans.upload(host, device)
-    plans.memo_put(permutes, "kt_rows", host.to(torch.int64))
     in_shapes = plans.upload(_int32(in_lengths), device)
     out_shapes = _int32(out_lengths)
     return permutes, in_shapes, plans.upload(out_shapes, device), out_shapes.tolist()
