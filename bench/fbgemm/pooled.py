@@ -3,8 +3,8 @@
 
 * ``permute_pooled_embs``: a random feature permutation.  ``[fresh]``: new index tensors each
   call (as torchrec's ``KeyedTensor.regroup`` builds them), so ours derives its plan every time;
-  ``[module]``: the same index tensors each call (``PermutePooledEmbeddings``): the plan is
-  memoised after the first call, on both sides' warm-up.
+  ``[module]``: the same index tensors each call (``PermutePooledEmbeddings``); ours derives
+  its plan on every call too (a plan cached on the index tensors' data could go stale).
 * ``regroup_keyed_tensor`` / ``permute_multi_embedding``: two KeyedTensors of 13 features,
   regrouped into 3 groups (odd features, even features, and 4 features used a second time), as
   ``KTRegroupAsDict`` does; ``permute_multi_embedding[module]`` reuses one ``permutes`` tensor.
@@ -86,8 +86,8 @@ def _shards(device: str) -> list[torch.Tensor]:
 
 
 def _primed(make: Any, call: Any) -> Any:
-    """``make`` that, on npu, also runs ``call`` once: the counted call then finds the plan
-    memoised, as a module's second call does."""
+    """``make`` that, on npu, also runs ``call`` once first, as a module's second call does
+    (nothing is cached between calls any more: this measures a warm call)."""
 
     def primed(device: str) -> Any:
         inputs = make(device)

@@ -140,10 +140,6 @@ XFAIL: dict[str, dict[str, str]] = {
         "upstream: the schema returns the preallocated outputs as aliases (Tensor(a!)), which "
         "AOTAutograd refuses for a custom op",
     ),
-    F + "permute_multi_embedding": {
-        DYNAMIC: "ours: the plan memo's key holds the widths, SymInts under dynamic shapes "
-        "(pooled/regroup.py _multi_src -> pooled/_utils.py memo_put: unhashable)"
-    },
     F + "permute_sparse_data": dict.fromkeys((FAKE, *AOT), NO_FAKE),
     F + "permute_sparse_features": {STATIC: data_dependent("the schema takes no size")},
     F + "regroup_keyed_tensor": dict.fromkeys(
