@@ -9,14 +9,14 @@ stale shows up as well.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from fbgemm_npu.native._checks import validation_enabled
 from fbgemm_npu.native.family import Budget
 from fbgemm_npu.testing.counters import Counter, assert_budget
 
-__all__ = ["assert_op_budget", "budget_of"]
+__all__ = ["assert_every_path_measured", "assert_op_budget", "budget_of", "family_ops"]
 
 
 def budget_of(qualname: str) -> Budget:
@@ -51,3 +51,22 @@ def assert_op_budget(
             f"(never loosen it silently)\n{c.summary()}"
         )
     return c
+
+
+def family_ops(family: str) -> set[str]:
+    """The qualified names of the ops registered by the family package named ``family``
+    (its last part: ``"jagged"``, ``"tbe"``...)."""
+    from fbgemm_npu._registry import REGISTRY
+
+    return {q for q, package in REGISTRY.families.items() if package.endswith(f".{family}")}
+
+
+def assert_every_path_measured(family: str, measured: Iterable[tuple[str, str | None]]) -> None:
+    """``measured`` ``(qualname, path)`` pairs cover every op of ``family`` and, per op, its main
+    path (``None``) and every named path of its budget: no budget entry goes unmeasured."""
+    pairs = set(measured)
+    ops = family_ops(family)
+    assert {op for op, _ in pairs} == ops, sorted(ops ^ {op for op, _ in pairs})
+    for op in ops:
+        paths = {path for q, path in pairs if q == op}
+        assert paths == {None, *budget_of(op).paths}, (op, sorted(map(str, paths)))

@@ -24,7 +24,7 @@ from fbgemm_npu.testing.bucketize_inputs import (
     cyclic_call,
     path_options,
 )
-from fbgemm_npu.testing.budgets import assert_op_budget, budget_of
+from fbgemm_npu.testing.budgets import assert_op_budget, budget_of, family_ops
 
 F = torch.ops.fbgemm
 NPU = "npu"
@@ -39,7 +39,7 @@ def _id(value: Any) -> str:
 
 
 def test_every_op_of_the_family_has_a_budget() -> None:
-    ops = {q for q, family in REGISTRY.families.items() if family.endswith(".bucketize")}
+    ops = family_ops("bucketize")
     assert ops == {*BLOCK_OPS, CYCLIC}
     assert ops <= set(REGISTRY.budgets)
 

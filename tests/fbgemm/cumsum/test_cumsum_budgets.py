@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from fbgemm_npu._registry import REGISTRY
-from fbgemm_npu.testing.budgets import assert_op_budget, budget_of
+from fbgemm_npu.testing.budgets import assert_every_path_measured, assert_op_budget, budget_of
 
 NPU = "npu"
 SIZES = (24, 26 * 2048)  # elements: the counts must not depend on them
@@ -76,8 +75,4 @@ def test_budget_with_the_checks_on(case: Case) -> None:
 
 
 def test_every_op_and_path_of_the_family_is_measured() -> None:
-    family = {q for q, f in REGISTRY.families.items() if f.endswith(".cumsum")}
-    assert {c.qualname for c in CASES} == family
-    for qualname in family:
-        paths = {c.path for c in CASES if c.qualname == qualname}
-        assert paths == {None, *budget_of(qualname).paths}, qualname
+    assert_every_path_measured("cumsum", [(c.qualname, c.path) for c in CASES])

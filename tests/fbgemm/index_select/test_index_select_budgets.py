@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from fbgemm_npu.testing.budgets import assert_op_budget
+from fbgemm_npu.testing.budgets import assert_op_budget, family_ops
 from fbgemm_npu.testing.index_select_inputs import generator, to_npu
 
 F = torch.ops.fbgemm
@@ -222,9 +222,7 @@ def test_every_case_has_a_call() -> None:
 
 
 def test_every_op_of_the_family_is_measured() -> None:
-    from fbgemm_npu._registry import REGISTRY
-
-    family = {q for q, f in REGISTRY.families.items() if f.endswith(".index_select")}
+    family = family_ops("index_select")
     assert family == {case.op for case in CASES.values()}
 
 

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 import torch
 
-from fbgemm_npu._registry import REGISTRY
-from fbgemm_npu.testing.budgets import assert_op_budget, budget_of
+from fbgemm_npu.testing.budgets import assert_every_path_measured, assert_op_budget, budget_of
 from fbgemm_npu.testing.jagged_inputs import dims_path, jagged, nested, nested_lengths, to_npu
 
 F = torch.ops.fbgemm
@@ -199,11 +198,7 @@ def test_budget_with_the_checks_on(case: Case) -> None:
 
 
 def test_every_op_and_path_of_the_family_is_measured() -> None:
-    family = {q for q, f in REGISTRY.families.items() if f.endswith(".jagged")}
-    assert {c.qualname for c in CASES} == family
-    for qualname in family:
-        paths = {c.path for c in CASES if c.qualname == qualname}
-        assert paths == {None, *budget_of(qualname).paths}, qualname
+    assert_every_path_measured("jagged", [(c.qualname, c.path) for c in CASES])
 
 
 def _by_dims(qualname: str) -> dict[str, tuple[list[int], list[int]]]:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fbgemm_npu._registry import REGISTRY
-from fbgemm_npu.testing.budgets import assert_op_budget, budget_of
+from fbgemm_npu.testing.budgets import assert_op_budget, budget_of, family_ops
 from fbgemm_npu.testing.pooled_inputs import keyed, kt_permute_args, pooled_args, spread, to_npu
 
 F = torch.ops.fbgemm
@@ -126,7 +126,7 @@ def _id(value: Any) -> str:
 
 
 def test_every_op_of_the_family_has_a_budget_and_a_test() -> None:
-    ops = {q for q, family in REGISTRY.families.items() if family.endswith(".pooled")}
+    ops = family_ops("pooled")
     assert ops == {f"fbgemm::{op}" for op in (*BUILDERS, *CROSS)}
     assert ops <= set(REGISTRY.budgets)
 
