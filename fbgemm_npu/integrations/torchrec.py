@@ -14,8 +14,9 @@ once, when it already is; see :mod:`fbgemm_npu.integrations`).  Afterwards torch
   DDP with ``device_ids``; the compute kernels offered are ``fused`` and ``dense`` (UVM, caching
   and key-value kernels need unified memory that an npu lacks);
 * ``get_device_type()`` answers ``"npu"`` when there is no cuda/mtia/tpu and an npu is present;
-* comm ops and train pipelines run on npu; streams where the device has them (torch_npu), the
-  stream-less path on the simulated device.
+* comm ops and train pipelines run on npu, with their streams (memcpy, data-dist, ...): torch_npu's
+  real streams, or the simulated device's ``torch.Stream`` objects, which take every stream call
+  (``record_stream`` included) and order nothing, its work being synchronous.
 
 Every adaptation is inert where no npu device is involved: given cpu, cuda, mtia or tpu, each
 adapted function answers as torchrec does (on a host with an npu and no cuda,
@@ -27,7 +28,6 @@ adapted function answers as torchrec does (on a host with an npu and no cuda,
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import inspect
 import types
 import warnings
@@ -66,8 +66,14 @@ def installed_version() -> str:
 
 
 def streams_enabled() -> bool:
-    """Whether npu gets torchrec's stream code paths: only with torch_npu (real streams)."""
-    return importlib.util.find_spec("torch_npu") is not None
+    """Whether npu gets torchrec's stream code paths: yes, on either npu device.
+
+    torch_npu's streams are real; the simulator's (``fbgemm_npu.testing``) are ``torch.Stream``
+    objects with their own ids, a current stream per thread, events and ``record_stream``, so
+    torchrec's stream paths run there too.  The answer may not depend on which device is active:
+    :func:`apply` can run before the device is chosen, and the adaptations are inert without npu.
+    """
+    return True
 
 
 def _resolve(symbol: Symbol) -> tuple[Any, str, Any]:

@@ -18,9 +18,10 @@ used, always the narrowest that works:
     It is replaced by a wrapper (``wrapper`` names it, ``module:function`` under
     ``fbgemm_npu.integrations``) that changes nothing unless an npu device is involved.
 
-``when`` restricts an entry: ``"streams"`` entries are applied only where the npu device has
-real streams (torch_npu is installed); the simulated device's streams are no-ops and it cannot
-``record_stream``, so there the train pipelines take their stream-less (CPU-style) path.
+``when`` restricts an entry: ``"streams"`` entries are applied where
+:func:`~fbgemm_npu.integrations.torchrec.streams_enabled` says the npu device has streams, which
+both npu devices now do (torch_npu's real streams, and the simulator's ``torch.Stream`` objects
+with ``record_stream``), so the train pipelines take their accelerator (stream) path on npu.
 
 ``tests/integrations/test_torchrec_adaptation.py`` fails when the installed torchrec is not
 :data:`TORCHREC_VERSION`, and checks that every entry below still applies.

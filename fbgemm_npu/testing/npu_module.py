@@ -1,16 +1,17 @@
 """``torch.npu`` for the simulated device: the subset of torch_npu's device module that torch,
 torchrec and fbgemm_gpu ask of an accelerator.
 
-Work runs synchronously on the host, so streams and events are complete as soon as they exist and
-``synchronize`` has nothing to wait for.  Memory statistics are real: they count the bytes the
-simulator's allocator holds per device.
+Work runs synchronously on the host, so streams are always idle, events complete as soon as they
+are recorded and ``synchronize`` has nothing to wait for; streams and events are nonetheless the
+``torch.Stream`` / ``torch.Event`` objects of an accelerator (distinct ids, a current stream per
+thread and device, ``record_stream`` accepted), so stream-aware code (torchrec's pipelines,
+fbgemm's prefetch) takes its accelerator path.  Memory statistics are real: they count the bytes
+the simulator's allocator holds per device.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,96 +201,129 @@ def is_bf16_supported() -> bool:
     return True
 
 
-class Stream:
-    """A stream of the simulated device: work is synchronous, so every stream is always idle.
+class Stream(torch.Stream):
+    """A stream of the simulated device: a ``torch.Stream`` of device type ``npu``, as
+    ``torch_npu.npu.Stream`` is.
 
-    Streams are distinct objects with their own ids (the default stream of a device is id 0), so
-    code that checks two streams differ, as fbgemm's prefetch does, sees what a device shows it.
+    Each new stream has its own id (a device's default stream has id 0), the current stream is
+    kept per thread and device by the simulator's device guard, and ``torch.npu.stream``,
+    ``torch.Stream``'s own ``with`` and ``torch.accelerator`` all set it.  Work is synchronous,
+    so a stream is always idle: ``query`` is True, ``synchronize`` and ``wait_*`` return at once.
+    ``priority`` is kept (0 down to -7; torch_npu and CUDA use 0 and -1).
     """
 
-    _next_id = 1
+    def __new__(
+        cls, device: torch.device | str | int | None = None, priority: int = 0, **kwargs: Any
+    ) -> Stream:
+        if kwargs:  # stream_id / device_index / device_type: wrap an existing stream
+            return super().__new__(cls, **kwargs)
+        return super().__new__(cls, torch.device("npu", _index(device)), priority=priority)
 
-    def __init__(
-        self, device: torch.device | str | int | None = None, priority: int = 0, *, _id: int = -1
-    ) -> None:
-        self.device = torch.device("npu", _index(device))
-        self.priority = priority
-        if _id < 0:
-            _id, Stream._next_id = Stream._next_id, Stream._next_id + 1
-        self.stream_id = _id
+    @property
+    def priority(self) -> int:
+        return int(_ops().stream_priority(self.stream_id))
 
-    def wait_stream(self, stream: Stream) -> None:
-        """Nothing to wait for."""
+    def wait_event(self, event: torch.Event) -> None:
+        """Future work on this stream waits for ``event`` (here: it is complete)."""
+        event.wait(self)
 
-    def wait_event(self, event: Event) -> None:
-        """Nothing to wait for."""
+    def wait_stream(self, stream: torch.Stream) -> None:
+        """Future work on this stream waits for the work queued on ``stream`` so far."""
+        self.wait_event(stream.record_event())
 
-    def record_event(self, event: Event | None = None) -> Event:
-        event = event or Event()
+    def record_event(self, event: torch.Event | None = None) -> torch.Event:
+        """Record ``event`` (a new :class:`Event` if ``None``) on this stream and return it."""
+        event = Event() if event is None else event
         event.record(self)
         return event
 
-    def query(self) -> bool:
-        return True
+    def __repr__(self) -> str:
+        return f"<torch.npu.Stream device={self.device} stream_id={self.stream_id}>"
 
-    def synchronize(self) -> None:
-        """Nothing to wait for."""
 
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Stream)
-            and other.device == self.device
-            and other.stream_id == self.stream_id
+class _EventType(type):
+    """Makes ``torch.npu.Event(...)`` build a ``torch.Event`` on the current npu device, and
+    ``isinstance(e, torch.npu.Event)`` hold for every npu ``torch.Event``.  A subclass would not
+    do: torch's ``record_event`` and ``elapsed_time`` accept only ``torch.Event`` itself."""
+
+    def __call__(  # type: ignore[override]
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> torch.Event:
+        return torch.Event(
+            torch.device("npu", current_device()),
+            enable_timing=enable_timing,
+            blocking=blocking,
+            interprocess=interprocess,
         )
 
-    def __hash__(self) -> int:
-        return hash(("npu-stream", self.device, self.stream_id))
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, torch.Event) and obj.device.type == "npu"
 
 
-class Event:
-    """An event of the simulated device: complete as soon as recorded."""
+class Event(metaclass=_EventType):
+    """An event of the simulated device: ``torch.npu.Event(enable_timing=False, blocking=False,
+    interprocess=False)`` is a ``torch.Event`` on the current npu device.
 
-    def __init__(self, enable_timing: bool = False, blocking: bool = False) -> None:
-        self.enable_timing = enable_timing
-
-    def record(self, stream: Stream | None = None) -> None:
-        """Complete at once."""
-
-    def wait(self, stream: Stream | None = None) -> None:
-        """Nothing to wait for."""
-
-    def query(self) -> bool:
-        return True
-
-    def synchronize(self) -> None:
-        """Nothing to wait for."""
-
-    def elapsed_time(self, end_event: Event) -> float:
-        return 0.0
+    ``record(stream=None)`` / ``wait(stream=None)`` default to the current stream; it is complete
+    as soon as it is recorded (work is synchronous) and keeps the host time of its recording, so
+    ``elapsed_time`` between two events (``enable_timing=True``) measures the host work between
+    them, in milliseconds.
+    """
 
 
-_default_streams: dict[int, Stream] = {}
+def _wrap(stream: torch.Stream) -> Stream:
+    return Stream(
+        stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type
+    )
 
 
 def default_stream(device: torch.device | str | int | None = None) -> Stream:
-    idx = _index(device)
-    if idx not in _default_streams:
-        _default_streams[idx] = Stream(idx, _id=0)
-    return _default_streams[idx]
+    """The default stream (id 0) of ``device`` (default: the current device)."""
+    current = torch.accelerator.current_stream(_index(device))
+    return Stream(stream_id=0, device_index=current.device_index, device_type=current.device_type)
 
 
 def current_stream(device: torch.device | str | int | None = None) -> Stream:
-    return default_stream(device)
+    """The current stream of this thread on ``device`` (default: the current device)."""
+    return _wrap(torch.accelerator.current_stream(_index(device)))
 
 
-def set_stream(stream: Stream) -> None:
-    """All streams are the default stream of their device."""
+def set_stream(stream: torch.Stream | None) -> None:
+    """Make ``stream`` current on its device, and its device current (as ``torch.cuda`` does);
+    ``None`` does nothing."""
+    if stream is not None:
+        torch.accelerator.set_stream(stream)
 
 
-@contextlib.contextmanager
-def stream(stream: Stream | None) -> Iterator[None]:
-    """Streams change nothing on the simulated device; kept so stream-aware code runs."""
-    yield
+class StreamContext:
+    """Context manager that makes a stream current (on its device) and restores the streams, as
+    ``torch_npu.npu.StreamContext`` does; a no-op for ``None``."""
+
+    def __init__(self, stream: torch.Stream | None) -> None:
+        self.stream = stream
+        self.src_prev_stream: Stream | None = None
+        self.dst_prev_stream: Stream | None = None
+
+    def __enter__(self) -> torch.Stream | None:
+        if self.stream is None:
+            return None
+        self.src_prev_stream = current_stream()
+        if self.src_prev_stream.device != self.stream.device:
+            self.dst_prev_stream = current_stream(self.stream.device)
+        set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stream is None:
+            return
+        if self.dst_prev_stream is not None:
+            set_stream(self.dst_prev_stream)
+        set_stream(self.src_prev_stream)
+
+
+def stream(stream: torch.Stream | None) -> StreamContext:
+    """``with torch.npu.stream(s):`` runs the block with ``s`` current (:class:`StreamContext`)."""
+    return StreamContext(stream)
 
 
 def is_pinned(tensor: torch.Tensor) -> bool:

@@ -149,6 +149,44 @@ def test_other_loops_match_cpu_too(pipeline: str) -> None:
     assert passed and dlrm.within_tolerance(rep.npu_losses, rep.cpu_losses), text[-2000:]
 
 
+def test_sparse_dist_pipeline_runs_with_its_streams_on_npu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TrainPipelineSparseDist on npu takes its accelerator path: memcpy and data-dist streams
+    (distinct high-priority ``torch.Stream`` objects of the npu device), ``torch.npu.stream`` as
+    its stream context, batches and collective outputs recorded on a stream, the CPU's losses."""
+    from fbgemm_npu.examples import dlrm_train
+
+    pipelines: list[tuple[torch.device, object]] = []
+    make_pipeline = dlrm_train._pipeline
+
+    def spy(name: str, dmp: torch.nn.Module, optimizer: object, device: torch.device) -> object:
+        pipeline = make_pipeline(name, dmp, optimizer, device)
+        pipelines.append((device, pipeline))
+        return pipeline
+
+    recorded: list[torch.Stream] = []
+    record_stream = torch.Tensor.record_stream
+
+    def recording(self: torch.Tensor, stream: torch.Stream) -> None:
+        if self.device.type == "npu":
+            recorded.append(stream)
+        record_stream(self, stream)
+
+    monkeypatch.setattr(dlrm_train, "_pipeline", spy)
+    monkeypatch.setattr(torch.Tensor, "record_stream", recording)
+    args = ["--model", "dlrm", "--sharding-type", "row_wise", "--pipeline", "sparse_dist"]
+    by_run, text, passed = _run([*args, "--no-trace"])
+    (rep,) = by_run[("dlrm", "row_wise")]
+    assert passed and dlrm.within_tolerance(rep.npu_losses, rep.cpu_losses), text[-2000:]
+    (pipeline,) = [p for device, p in pipelines if device.type == "npu"]
+    memcpy, data_dist = pipeline._memcpy_stream, pipeline._data_dist_stream
+    for stream in (memcpy, data_dist):
+        assert isinstance(stream, torch.Stream) and stream.device.type == "npu", stream
+        assert stream != torch.npu.default_stream(stream.device) and stream.priority == -1
+    assert memcpy != data_dist
+    assert pipeline._stream_context is torch.npu.stream
+    assert recorded and {s.device.type for s in recorded} == {"npu"}
+
+
 @pytest.mark.parametrize("sharding_type", ["row_wise", "data_parallel"])
 def test_npu_kernels_keep_tables_and_states_in_device_memory(sharding_type: str) -> None:
     from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation

@@ -2,7 +2,7 @@
 //
 // What it provides (DESIGN.md rule 5):
 //   * an allocator with per-device memory statistics (two devices, npu:0 and npu:1);
-//   * a device guard (current device per thread, one default stream, no-op events);
+//   * a device guard (current device and stream per thread, distinct streams, host-timed events);
 //   * PrivateUse1 hooks (pinned host memory, generators, storage resize);
 //   * native kernels for allocation, views, resize, set_, copies and scalar reads;
 //   * a boxed fallback that runs every other ATen op with the CPU kernel.
@@ -29,7 +29,10 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -159,6 +162,50 @@ at::Tensor wrap_device(const c10::Storage& storage, const at::Tensor& like) {
   return tensor_like(c10::Storage(storage), c10::DispatchKey::PrivateUse1, like);
 }
 
+// ---------------------------------------------------------------- streams and events
+// Work runs synchronously on the host, so every stream is idle and every recorded event complete;
+// what the simulator keeps is the bookkeeping code written for accelerators relies on: distinct
+// streams (id 0 is a device's default stream), a current stream per thread and device, priorities,
+// and events that carry the host time they were recorded at (elapsed_time measures host work).
+// A new stream's id is (serial << 3) | -priority, priorities being clamped to 0 .. -7.
+constexpr int kPriorityBits = 3;
+constexpr int kLowestPriority = -((1 << kPriorityBits) - 1);
+std::atomic<c10::StreamId> g_next_stream_serial{1};
+thread_local std::array<c10::StreamId, kMaxDevices> t_current_stream{};  // 0: default stream
+
+int stream_priority(c10::StreamId id) {
+  return -static_cast<int>(id & ((1 << kPriorityBits) - 1));
+}
+
+c10::DeviceIndex device_index_of(c10::Device d) {
+  TORCH_CHECK(d.type() == kNpu, "npu (simulated): expected an npu device, got ", d);
+  const auto idx = d.has_index() ? d.index() : t_current_device;
+  TORCH_CHECK(idx >= 0 && idx < device_count_value(), "npu (simulated): invalid device index ",
+              static_cast<int>(idx), "; ", device_count_value(), " devices exist");
+  return idx;
+}
+
+c10::Stream make_stream(c10::DeviceIndex idx, c10::StreamId id) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, idx), id);
+}
+
+c10::Stream new_stream(c10::Device d, int priority) {
+  const int clamped = std::clamp(priority, kLowestPriority, 0);
+  const c10::StreamId serial = g_next_stream_serial.fetch_add(1);
+  return make_stream(device_index_of(d), (serial << kPriorityBits) | -clamped);
+}
+
+void check_stream(const c10::Stream& s) {
+  TORCH_CHECK(s.device_type() == kNpu, "npu (simulated): expected an npu stream, got one on ",
+              s.device());
+  device_index_of(s.device());
+}
+
+struct SimEvent {
+  c10::DeviceIndex device;
+  std::chrono::steady_clock::time_point recorded_at;
+};
+
 // ---------------------------------------------------------------- device guard
 struct NpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kNpu; }
@@ -168,44 +215,66 @@ struct NpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     return old;
   }
   c10::Device getDevice() const override { return c10::Device(kNpu, t_current_device); }
-  void setDevice(c10::Device d) const override {
-    TORCH_CHECK(d.type() == kNpu, "npu (simulated): expected an npu device, got ", d);
-    const auto idx = d.has_index() ? d.index() : 0;
-    TORCH_CHECK(idx >= 0 && idx < device_count_value(), "npu (simulated): invalid device index ",
-                static_cast<int>(idx), "; ", device_count_value(), " devices exist");
-    t_current_device = idx;
-  }
+  void setDevice(c10::Device d) const override { t_current_device = device_index_of(d); }
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     if (d.has_index() && d.index() >= 0 && d.index() < device_count_value()) {
       t_current_device = d.index();
     }
   }
   c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    const auto idx = device_index_of(d);
+    return make_stream(idx, t_current_stream[idx]);
   }
-  c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return make_stream(device_index_of(d), 0);
   }
-  c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*high*/) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+  c10::Stream getNewStream(c10::Device d, int priority) const override {
+    return new_stream(d, priority);
   }
-  c10::Stream exchangeStream(c10::Stream s) const override { return s; }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool high) const override {
+    return new_stream(d, high ? -1 : 0);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    check_stream(s);
+    const auto idx = s.device_index();
+    const auto old = make_stream(idx, t_current_stream[idx]);
+    t_current_stream[idx] = s.id();
+    return old;
+  }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(device_count_value());
   }
-  // Work runs synchronously on the host: events are complete as soon as they are recorded.
-  void record(void** /*event*/, const c10::Stream& /*stream*/, const c10::DeviceIndex /*idx*/,
-              const c10::EventFlag /*flag*/) const override {}
-  void block(void* /*event*/, const c10::Stream& /*stream*/) const override {}
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex idx,
+              const c10::EventFlag /*flag*/) const override {
+    check_stream(stream);
+    TORCH_CHECK(idx == -1 || idx == stream.device_index(), "Event device index ",
+                static_cast<int>(idx), " does not match recording stream's device index ",
+                static_cast<int>(stream.device_index()), ".");
+    if (*event == nullptr) {
+      *event = new SimEvent{stream.device_index(), {}};
+    }
+    auto* e = static_cast<SimEvent*>(*event);
+    e->device = stream.device_index();
+    e->recorded_at = std::chrono::steady_clock::now();
+  }
+  void block(void* /*event*/, const c10::Stream& stream) const override { check_stream(stream); }
   bool queryEvent(void* /*event*/) const override { return true; }
-  void destroyEvent(void* /*event*/, const c10::DeviceIndex /*idx*/) const noexcept override {}
-  bool queryStream(const c10::Stream& /*stream*/) const override { return true; }
-  void synchronizeStream(const c10::Stream& /*stream*/) const override {}
+  void destroyEvent(void* event, const c10::DeviceIndex /*idx*/) const noexcept override {
+    delete static_cast<SimEvent*>(event);
+  }
+  bool queryStream(const c10::Stream& stream) const override {
+    check_stream(stream);
+    return true;
+  }
+  void synchronizeStream(const c10::Stream& stream) const override { check_stream(stream); }
   void synchronizeEvent(void* /*event*/) const override {}
   void synchronizeDevice(const c10::DeviceIndex /*idx*/) const override {}
   void recordDataPtrOnStream(const c10::DataPtr& /*ptr*/, const c10::Stream& /*s*/) const override {}
-  double elapsedTime(void* /*a*/, void* /*b*/, const c10::DeviceIndex /*idx*/) const override {
-    return 0.0;
+  double elapsedTime(void* a, void* b, const c10::DeviceIndex /*idx*/) const override {
+    TORCH_CHECK(a && b, "Both events must be recorded before calculating elapsed time.");
+    const auto* start = static_cast<const SimEvent*>(a);
+    const auto* end = static_cast<const SimEvent*>(b);
+    return std::chrono::duration<double, std::milli>(end->recorded_at - start->recorded_at).count();
   }
 };
 
@@ -399,6 +468,14 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   return cpu_alias(self).item();
+}
+
+// Kernels finish before they return, so no use of the memory on a stream can outlive the tensor:
+// there is nothing to record. The stream is checked as a device's caching allocator checks it.
+void record_stream(at::Tensor& self, c10::Stream s) {
+  TORCH_CHECK(s.device_type() == kNpu, "npu (simulated): record_stream of an npu tensor expects ",
+              "an npu stream, got a stream of ", s.device());
+  (void)self;
 }
 
 // ---------------------------------------------------------------- the fallback
@@ -631,6 +708,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("record_stream", record_stream);
   m.impl("convolution_overrideable", convolution_overrideable);
   m.impl("convolution_backward_overrideable", convolution_backward_overrideable);
 }
@@ -665,6 +743,8 @@ void reset_peak(int64_t device) {
   g_stats[device].peak.store(g_stats[device].allocated.load());
 }
 
+int64_t stream_priority_of(int64_t stream_id) { return stream_priority(stream_id); }
+
 int64_t device_count() { return device_count_value(); }
 int64_t current_device() { return t_current_device; }
 void set_device(int64_t device) {
@@ -686,6 +766,7 @@ TORCH_LIBRARY(npu_sim, m) {
   m.def("current_device() -> int", current_device);
   m.def("set_device(int device) -> ()", set_device);
   m.def("is_pinned(Tensor t) -> bool", is_pinned);
+  m.def("stream_priority(int stream_id) -> int", stream_priority_of);
 }
 
 }  // namespace npu_sim
