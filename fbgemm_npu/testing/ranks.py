@@ -121,19 +121,6 @@ def child_args(argv: Sequence[str]) -> tuple[list[str], int, int, str]:
     return list(args), int(rank), int(world_size), workdir
 
 
-def finish_child() -> None:
-    """End a child whose checks all passed, skipping interpreter finalisation.
-
-    The simulated device can abort at interpreter exit ("terminate called without an active
-    exception", SIGABRT) after a backward ran on npu alongside a process group: a teardown defect
-    of the simulator that a dedicated test is to hold, not these collective tests.  The checks are
-    done and their output flushed by then, so the child leaves with ``os._exit(0)``.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
 def seconds_since_launch() -> float:
     """Seconds since :func:`run_ranks` launched this child (imports included); 0 outside it."""
     launched = os.environ.get(LAUNCHED_AT_ENV)

@@ -22,7 +22,6 @@ from fbgemm_npu.testing.ranks import (
     check_group,
     child_args,
     expect,
-    finish_child,
     run_ranks,
     seconds_since_launch,
 )
@@ -122,4 +121,3 @@ if __name__ == "__main__":
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch's deprecated c10d names
     _, rank, world_size, workdir = child_args(sys.argv[1:])
     _worker(rank, world_size, workdir)
-    finish_child()
