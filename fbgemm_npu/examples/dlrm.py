@@ -21,13 +21,10 @@ import datetime
 import logging
 import math
 import os
-import queue as queue_mod
 import socket
 import sys
-import time
-import traceback
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["RankReport", "main", "parse_args", "run_rank", "within_tolerance"]
@@ -176,6 +173,11 @@ def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list
     import torchrec.distributed  # noqa: F401 - seconds of imports, before any progress bar starts
 
     _quiet(args.verbose)
+    if rank >= torch.npu.device_count():  # the simulator's FBGEMM_NPU_SIM_DEVICES is at most 8
+        raise RuntimeError(
+            f"dlrm: rank {rank} of {world} trains on npu:{rank}, but this process has "
+            f"{torch.npu.device_count()} npu devices"
+        )
     device = torch.device("npu", rank)
     torch.npu.set_device(device)
     # every rank runs on this host, as torchrun would say (restored below: 1 process is in-process)
@@ -250,14 +252,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _child(rank: int, world: int, port: int, args: argparse.Namespace, queue: Any) -> None:
-    try:
-        _activate_device(quiet=True)
-        queue.put((rank, [asdict(r) for r in run_rank(rank, world, port, args)], None))
-    except BaseException:  # noqa: BLE001 - the launcher reports it
-        queue.put((rank, None, traceback.format_exc()))
-
-
 def _activate_device(quiet: bool = False) -> str:
     """Import fbgemm_npu and make ``npu`` usable: the real device, else the simulated one."""
     import fbgemm_npu
@@ -286,55 +280,18 @@ def launch(args: argparse.Namespace) -> list[RankReport]:
     import torch
 
     _quiet(args.verbose)
-    _activate_device()
-    if args.processes > torch.npu.device_count():
+    kind = _activate_device()
+    if args.processes > torch.npu.device_count() and kind != "simulated":
         raise SystemExit(
             f"dlrm: --processes {args.processes} needs as many npu devices; "
-            f"{torch.npu.device_count()} present (simulator: set FBGEMM_NPU_SIM_DEVICES)"
+            f"{torch.npu.device_count()} present"
         )
     port = _free_port()
     if args.processes == 1:
         return run_rank(0, 1, port, args)
-    import torch.multiprocessing as mp
+    from fbgemm_npu.examples.dlrm_spawn import spawn
 
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    procs = [
-        ctx.Process(target=_child, args=(r, args.processes, port, args, results), daemon=True)
-        for r in range(args.processes)
-    ]
-    for p in procs:
-        p.start()
-    reports: list[RankReport] = []
-    errors: list[str] = []
-    pending = set(range(args.processes))
-    deadline = time.monotonic() + args.timeout
-    try:
-        while pending and time.monotonic() < deadline:
-            try:
-                rank, reps, err = results.get(timeout=1.0)
-            except queue_mod.Empty:
-                dead = [r for r in pending if not procs[r].is_alive()]
-                if dead:  # died without a word (killed, crashed in C++)
-                    errors += [f"rank {r}: exited with code {procs[r].exitcode}" for r in dead]
-                    break
-                continue
-            pending.discard(rank)
-            if err is not None:
-                errors.append(f"rank {rank}:\n{err}")
-                break
-            reports += [RankReport(**r) for r in reps]
-        if pending and not errors:
-            errors.append(f"ranks {sorted(pending)}: no result within --timeout {args.timeout:g} s")
-    finally:
-        for p in procs:
-            p.join(timeout=5 if not errors else 0.1)
-            if p.is_alive():
-                p.kill()
-                p.join()
-    if errors:
-        raise RuntimeError("dlrm: a rank failed\n" + "\n".join(errors))
-    return reports
+    return spawn(args, port, kind)
 
 
 def report(args: argparse.Namespace, reports: list[RankReport]) -> bool:

@@ -256,22 +256,52 @@ def load_full_state(dmp: Any, full: dict[str, torch.Tensor]) -> None:
             target.copy_(src.to(target.device))
 
 
-def batches(cfg: RunConfig, rank: int) -> Iterator[Any]:
-    """torchrec's ``RandomRecDataset`` (Criteo-shaped), seeded per rank; batches on the CPU."""
+def batches(cfg: RunConfig, rank: int, world: int = 1) -> Iterator[Any]:
+    """Rank ``rank``'s slice of every step's global batch; batches on the CPU.
+
+    A step's global batch is ``world * cfg.batch_size`` samples of torchrec's ``RandomRecDataset``
+    (Criteo-shaped) seeded by ``cfg.seed`` alone, and rank ``r`` trains on samples
+    ``r * B .. (r + 1) * B - 1``.  So the data of a step does not depend on how it is split: N
+    ranks of batch B see the samples of one process of batch N * B, and as torchrec divides the
+    embedding gradients and DDP averages the dense ones by the world size, both follow the
+    gradient of the same global mean loss (the mean of the ranks' losses).
+    """
     from torchrec.datasets.random import RandomRecDataset
 
     dataset = RandomRecDataset(
         keys=cfg.feature_names(),
-        batch_size=cfg.batch_size,
+        batch_size=cfg.batch_size * world,
         hash_size=cfg.num_embeddings,
         ids_per_feature=cfg.ids_per_feature,
         num_dense=cfg.num_dense,
-        manual_seed=cfg.seed * 1000 + rank,
+        manual_seed=cfg.seed * 1000,
         num_batches=cfg.steps,
         num_generated_batches=min(cfg.steps, 256),  # a fresh batch every step (up to 256)
         min_ids_per_feature=0,
     )
-    return iter(dataset)
+    if world == 1:
+        return iter(dataset)
+    return (_samples(b, slice(rank * cfg.batch_size, (rank + 1) * cfg.batch_size)) for b in dataset)
+
+
+def _samples(batch: Any, rows: slice) -> Any:
+    """The samples ``rows`` of a torchrec ``Batch``: dense rows, labels and their KJT bags."""
+    from torchrec.datasets.utils import Batch
+    from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+    kjt = batch.sparse_features
+    lengths = kjt.lengths().view(len(kjt.keys()), -1)  # [keys, samples], key-major like values
+    mine = torch.zeros(lengths.shape, dtype=torch.bool)
+    mine[:, rows] = True
+    keep = mine.flatten().repeat_interleave(kjt.lengths())  # each value's bag is one of ours
+    weights = kjt.weights_or_none()
+    sparse = KeyedJaggedTensor(
+        keys=kjt.keys(),
+        values=kjt.values()[keep],
+        lengths=lengths[:, rows].flatten(),
+        weights=None if weights is None else weights[keep],
+    )
+    return Batch(batch.dense_features[rows], sparse, batch.labels[rows])
 
 
 def foreign_tensors(dmp: Any, optimizer: Any, device: torch.device) -> list[str]:
@@ -313,7 +343,7 @@ def train(
     rank, world = dist.get_rank(), dist.get_world_size()
     dmp, optimizer, plan = shard(cfg, device, plan)
     result = RunResult(device=str(device), rank=rank, world_size=world, plan=plan)
-    data = batches(cfg, rank)
+    data = batches(cfg, rank, world)
     dmp.train()
     if cfg.pipeline != "none":
         pipeline = _pipeline(cfg.pipeline, dmp, optimizer, device)

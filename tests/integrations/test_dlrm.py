@@ -1,19 +1,25 @@
 """torchrec's DLRM and DLRM_DCN, unchanged, with DistributedModelParallel on npu: the main job.
 
 For each model and each sharding type (data-parallel, table-wise, row-wise, column-wise,
-table-row-wise, table-column-wise, and grid, which torchrec offers cuda too), in 1 process and in
-2 processes (the ``hccl`` backend: on the simulated device, fbgemm_npu's gloo-staged stand-in),
-``python -m fbgemm_npu.examples.dlrm``'s own code trains a tiny Criteo-shaped model (26 tables x
-100 rows x 8, batch 8 per rank, 3 steps) with row-wise adagrad fused into the TBE backward, and
+table-row-wise, table-column-wise, and grid, which torchrec offers cuda too), in 1, 2 and 4
+processes (the ``hccl`` backend: on the simulated device, fbgemm_npu's gloo-staged stand-in; rank
+r on ``npu:r``), ``python -m fbgemm_npu.examples.dlrm``'s own code trains a tiny Criteo-shaped
+model (26 tables x 100 rows x 8, a global batch of 8 samples per step, 3 steps) with row-wise
+adagrad fused into the TBE backward, and
 
 * the loss of every step on every rank equals the same run on the CPU with upstream fbgemm (same
   seed, weights, data and plan) within ``ATOL + RTOL * |loss|`` (1e-5 + 1e-4 * |loss|);
+* with 2 and 4 processes (batch 4 and 2 per rank: slices of the same global batch), the mean of
+  the ranks' losses equals the 1-process loss of every step within the same tolerance: sharding
+  changes where the work runs, not what is learnt;
 * a trace of the first step shows every ``fbgemm::`` op ran our npu kernel (none fell back to
   the CPU) and no floating-point tensor left the device;
 * after training, no parameter, buffer, state or optimizer state is off the device.
 
-The 1-process runs share this process (one process group at a time); the 2-process runs are one
-spawned pair that runs every (model, sharding type) in sequence, each with a fresh DMP.
+The 1-process runs share this process (one process group at a time); the 2- and 4-process runs
+are one spawned group each that runs every (model, sharding type) in sequence, each with a fresh
+DMP.  The simulator of this process has 2 devices; the launcher starts 4 ranks with
+``FBGEMM_NPU_SIM_DEVICES=4``, so each child has ``npu:0 .. npu:3``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -28,21 +35,23 @@ import torch
 import torch.distributed as dist
 
 from fbgemm_npu.examples import dlrm
+from fbgemm_npu.examples.dlrm_spawn import SIM_DEVICES_ENV
 from fbgemm_npu.examples.dlrm_train import SHARDING_TYPES
 from fbgemm_npu.testing.trace import trace
 
 MODELS = ("dlrm", "dcn")
 TINY = (
-    "--model all --sharding-type all --steps 3 --batch-size 8 --num-embeddings 100 "
-    "--embedding-dim 8 --timeout 600"
+    "--model all --sharding-type all --steps 3 --num-embeddings 100 --embedding-dim 8 --timeout 600"
 ).split()
+GLOBAL_BATCH = 8  # samples per step, whatever the number of processes
 
 Reports = dict[tuple[str, str], list[dlrm.RankReport]]
 
 
-def _run(extra: list[str]) -> tuple[Reports, str, bool]:
+def _run(extra: list[str], processes: int = 1) -> tuple[Reports, str, bool]:
     """Launch the example as the CLI would; (reports by (model, type), printed text, passed)."""
-    args = dlrm.parse_args(TINY + extra)
+    batch = ["--batch-size", str(GLOBAL_BATCH // processes), "--processes", str(processes)]
+    args = dlrm.parse_args(TINY + batch + extra)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         reports = dlrm.launch(args)
@@ -61,7 +70,15 @@ def one_process() -> tuple[Reports, str, bool]:
 
 @pytest.fixture(scope="module")
 def two_processes() -> tuple[Reports, str, bool]:
-    return _run(["--processes", "2"])
+    return _run([], processes=2)
+
+
+@pytest.fixture(scope="module")
+def four_processes() -> tuple[Reports, str, bool]:
+    sim_devices = os.environ.get(SIM_DEVICES_ENV)
+    run = _run([], processes=4)
+    assert os.environ.get(SIM_DEVICES_ENV) == sim_devices, "the launcher left its env behind"
+    return run
 
 
 def _check(reports: Reports, model: str, sharding_type: str, world: int) -> None:
@@ -77,7 +94,22 @@ def _check(reports: Reports, model: str, sharding_type: str, world: int) -> None
         assert r.trace_ok, f"{where}: trace of step 0\n{r.trace_summary}"
         assert not r.foreign, f"{where}: {r.foreign}"
         assert sharding_type in r.plan, where
-        assert "npu:" in r.plan or sharding_type == "data_parallel", where  # DP: no placements
+        if sharding_type != "data_parallel":  # DP: no placements; else every rank holds shards
+            assert all(f"npu:{rank}" in r.plan for rank in range(world)), f"{where}\n{r.plan}"
+
+
+def _check_equals_one_process(
+    reports: Reports, one: Reports, model: str, sharding_type: str
+) -> None:
+    """Each step's mean loss over the ranks (equal batches: the global batch's loss) is the
+    1-process run's loss of that step."""
+    ranks = [r.npu_losses for r in reports[(model, sharding_type)]]
+    mean = [sum(step) / len(ranks) for step in zip(*ranks, strict=True)]
+    (single,) = one[(model, sharding_type)]
+    assert dlrm.within_tolerance(mean, single.npu_losses), (
+        f"{model} {sharding_type}: {len(ranks)} processes' mean losses {mean} vs 1 process "
+        f"{single.npu_losses}"
+    )
 
 
 @pytest.mark.slow
@@ -93,10 +125,28 @@ def test_one_process_loss_matches_cpu_and_trace_is_clean(
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("sharding_type", SHARDING_TYPES)
 @pytest.mark.parametrize("model", MODELS)
-def test_two_processes_loss_matches_cpu_and_trace_is_clean(
-    two_processes: tuple[Reports, str, bool], model: str, sharding_type: str
+def test_two_processes_loss_matches_one_process_and_cpu_and_trace_is_clean(
+    one_process: tuple[Reports, str, bool],
+    two_processes: tuple[Reports, str, bool],
+    model: str,
+    sharding_type: str,
 ) -> None:
     _check(two_processes[0], model, sharding_type, world=2)
+    _check_equals_one_process(two_processes[0], one_process[0], model, sharding_type)
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("sharding_type", SHARDING_TYPES)
+@pytest.mark.parametrize("model", MODELS)
+def test_four_processes_loss_matches_one_process_and_cpu_and_trace_is_clean(
+    one_process: tuple[Reports, str, bool],
+    four_processes: tuple[Reports, str, bool],
+    model: str,
+    sharding_type: str,
+) -> None:
+    _check(four_processes[0], model, sharding_type, world=4)
+    _check_equals_one_process(four_processes[0], one_process[0], model, sharding_type)
 
 
 @pytest.mark.slow
@@ -264,3 +314,26 @@ def test_tolerance_and_flags() -> None:
     ):
         with pytest.raises(SystemExit):
             dlrm.parse_args(bad)
+
+
+def test_ranks_train_on_slices_of_one_global_batch() -> None:
+    """What the 1-process equality rests on: 4 ranks' batches of 2 are, sample by sample (dense
+    rows, labels, every key's bags), the 1-process batch of 8 of the same step."""
+    from fbgemm_npu.examples import dlrm_train
+
+    def cfg(batch_size: int) -> dlrm_train.RunConfig:
+        return dlrm_train.RunConfig(num_sparse=3, num_embeddings=50, batch_size=batch_size, steps=2)
+
+    whole = list(dlrm_train.batches(cfg(8), rank=0, world=1))
+    parts = [list(dlrm_train.batches(cfg(2), rank=r, world=4)) for r in range(4)]
+    assert len(whole) == 2 and all(len(p) == 2 for p in parts)
+    for step, full in enumerate(whole):
+        mine = [p[step] for p in parts]
+        assert torch.equal(torch.cat([b.dense_features for b in mine]), full.dense_features)
+        assert torch.equal(torch.cat([b.labels for b in mine]), full.labels)
+        assert full.sparse_features.values().numel() > 0
+        for key, bags in full.sparse_features.to_dict().items():
+            pieces = [b.sparse_features[key] for b in mine]
+            assert all(p.lengths().numel() == 2 for p in pieces), key
+            assert torch.equal(torch.cat([p.lengths() for p in pieces]), bags.lengths()), key
+            assert torch.equal(torch.cat([p.values() for p in pieces]), bags.values()), key
