@@ -112,12 +112,43 @@ class Registry:
                 ):
                     self.skipped.add((qualname, key))  # upstream's Meta kernel wins (rule 1)
                     continue
-                self._library(ns, "IMPL").impl(name, fn, key)
+                if key == "Meta":
+                    # As torch.library.register_fake does (its pystub-module check aside): the
+                    # op's fake impl, installed at Meta too, so that under FakeTensorMode the
+                    # kernel has torch.library.get_ctx() for data-dependent sizes.
+                    holder = torch._library.simple_registry.singleton.find(qualname).fake_impl
+                    holder.register(fn, f"fbgemm_npu ({fn.__module__})", self._library(ns, "IMPL"))
+                    done.append(key)
+                    continue
+                kernel = _below_autograd(fn) if key == "PrivateUse1" else fn
+                self._library(ns, "IMPL").impl(name, kernel, key)
                 done.append(key)
 
     def coverage(self) -> list[tuple[str, list[str]]]:
         """Rows of (op, dispatch keys this package registered for it), sorted by op name."""
         return [(q, list(self.registered.get(q, []))) for q in sorted(self.kernels)]
+
+
+def _below_autograd(fn: Kernel) -> Kernel:
+    """``fn`` run with autograd off, as a backend kernel is.
+
+    Our kernels are Python programs of ATen ops, which record a graph wherever autograd is on.
+    Below an op's autograd kernel it is off; but for an op without one, torch's autograd
+    fallback decides, and in its "nothing" mode (``torch._C._set_autograd_fallback_mode``) a
+    kernel would record a graph no one registered, and refuse ``out=`` calls on inputs that
+    require grad.  torch's ``autograd_registration_check`` tests exactly this
+    (tests/core/test_opcheck.py); the guard costs well under a microsecond per call."""
+
+    def kernel(*args: object, **kwargs: object) -> object:
+        with torch._C._AutoDispatchBelowAutograd():
+            return fn(*args, **kwargs)
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    kernel.__qualname__ = getattr(fn, "__qualname__", kernel.__name__)
+    kernel.__module__ = getattr(fn, "__module__", __name__)
+    kernel.__doc__ = fn.__doc__
+    kernel.__wrapped__ = fn  # type: ignore[attr-defined]
+    return kernel
 
 
 def _split(qualname: str) -> tuple[str, str]:
