@@ -126,3 +126,35 @@ def test_preallocated_out_buffers() -> None:
             None,
             weights_out.double(),
         )
+
+
+def _fake_call(permuted_lengths_sum: int | None) -> tuple[torch.Tensor, ...]:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    d = sparse_batch(3, 2, weights=True)
+    d["weights"] = torch.stack([d["weights"], d["weights"]], 1)  # (n, 2)
+    real = [d[k].to("npu") for k in ("lengths", "values", "weights")]
+    perm = torch.tensor([2, 0], device="npu")
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    args = [mode.from_tensor(t) for t in real]
+    perm = mode.from_tensor(perm)
+    with mode:
+        return torch.ops.fbgemm.permute_sparse_data(perm, *args, permuted_lengths_sum)
+
+
+def test_permute_sparse_data_fake_kernel() -> None:
+    """Our fake / Meta kernel (upstream has none): the real kernel's shapes and dtypes; without
+    permuted_lengths_sum an unbacked size under FakeTensorMode, a clear error on meta tensors."""
+    lengths, values, weights = _fake_call(7)
+    assert lengths.shape == (2, 2) and values.shape == (7,) and weights.shape == (7, 2)
+    assert values.device.type == "npu" and weights.dtype == torch.float32
+    _, values, weights = _fake_call(None)
+    assert isinstance(values.shape[0], torch.SymInt) and weights.shape[1] == 2
+    d = sparse_batch(3, 2)
+    meta = [d[k].to("meta") for k in ("lengths", "values")]
+    perm = torch.tensor([1], device="meta")
+    out = torch.ops.fbgemm.permute_sparse_data(perm, *meta, None, 5)
+    assert out[0].shape == (1, 2) and out[1].shape == (5,) and out[2] is None
+    with pytest.raises(RuntimeError, match="permute_sparse_data.*data-dependent shape"):
+        torch.ops.fbgemm.permute_sparse_data(perm, *meta)

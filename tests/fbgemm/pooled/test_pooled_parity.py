@@ -121,10 +121,18 @@ def test_sum_reduce_leaves_inputs_alone() -> None:
     assert all(torch.equal(t.cpu(), b) for t, b in zip(ts, before, strict=True))
 
 
-def test_all_to_one_device_returns_inputs_already_there() -> None:
+def test_all_to_one_device_never_aliases_an_input() -> None:
+    """An input already on the target comes back as a copy (the schema declares no alias),
+    strides kept; writing the output leaves the input alone."""
     ts = spread(2, 2, 3)
+    ts[0] = ts[0].t()  # npu:0, transposed
     out = F.all_to_one_device(ts, torch.device(NPU, 0))
-    assert out[0] is ts[0] and out[1] is not ts[1]
+    assert out[0].untyped_storage().data_ptr() != ts[0].untyped_storage().data_ptr()
+    assert out[0].stride() == ts[0].stride() and torch.equal(out[0].cpu(), ts[0].cpu())
+    before = ts[0].cpu()
+    out[0].fill_(7.0)
+    assert torch.equal(ts[0].cpu(), before)
+    assert out[1].device == torch.device(NPU, 0) and torch.equal(out[1].cpu(), ts[1].cpu())
 
 
 def test_target_without_index_is_the_current_device() -> None:
@@ -192,3 +200,22 @@ def test_permute_multi_embedding_with_no_rows_takes_int64_permutes_like_upstream
                 (0, 3),
             ]
         )
+
+
+@pytest.mark.parametrize("mode", ["fake", "symbolic"])
+def test_regroup_keyed_tensor_traces(mode: str) -> None:
+    """The host plan of regroup_keyed_tensor is checked in plain Python, so tracing with fake
+    tensors (torch.compile, AOTAutograd) neither guards on faked data nor loses the checks: the
+    traced graph gives upstream's values, and a bad ``lengths`` is still refused while tracing."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    d = keyed(4, 3, 2)
+    args = (d["keys"], d["lengths"], d["groups"])
+    traced = make_fx(lambda vs: F.regroup_keyed_tensor(vs, *args), tracing_mode=mode)
+    got = traced(to_npu(d["values"]))(to_npu(d["values"]))
+    up = F.regroup_keyed_tensor(d["values"], *args)
+    assert all(torch.equal(a.cpu(), b) for a, b in zip(got, up, strict=True))
+    bad = [[4, 3], d["lengths"][1]]  # wider than pooled_embs[0]
+    with pytest.raises(ValueError, match="regroup_keyed_tensor: argument 'lengths' gives row"):
+        regroup = lambda vs: F.regroup_keyed_tensor(vs, d["keys"], bad, d["groups"])  # noqa: E731
+        make_fx(regroup, tracing_mode=mode)(to_npu(d["values"]))

@@ -67,6 +67,7 @@ __all__ = [
     "permute_2D_sparse_data_input1D_npu",
     "permute_2D_sparse_data_npu",
     "permute_2D_sparse_preallocated_out_npu",
+    "permute_sparse_data_fake",
     "permute_sparse_data_npu",
     "permute_sparse_features_npu",
 ]
@@ -273,6 +274,38 @@ def expand_into_jagged_permute_npu(
     return _pi.expand(EXPAND_INTO_JAGGED_PERMUTE, permute, input_offset, output_offset, output_size)
 
 
+def permute_sparse_data_fake(
+    permute: torch.Tensor,
+    lengths: torch.Tensor,
+    values: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    permuted_lengths_sum: int | None = None,
+) -> Out:
+    """Fake / Meta kernel of ``permute_sparse_data`` (upstream has none): the shapes of
+    :func:`permute_sparse_data_npu`, lengths ``(T, B)``, values ``(n,)``, weights ``(n,
+    *weights.shape[1:])``, with ``n = permuted_lengths_sum`` or, omitted, a data-dependent size
+    (``new_dynamic_size``, as upstream's fake of ``permute_2D_sparse_data`` asks); ``n = 0`` for an
+    empty output, as the kernel returns."""
+    op = PERMUTE_SPARSE_DATA
+    _pi.check_args(op, permute, lengths, values, weights, permuted_lengths_sum)
+    check_ndim(op, "lengths", lengths, (2,))
+    t_out, b = permute.numel(), lengths.size(1)
+    n = permuted_lengths_sum
+    if n is None and (t_out == 0 or b == 0):
+        n = 0
+    elif n is None:
+        ctx = torch.library.get_ctx()
+        if ctx is None:  # called directly, not through the dispatcher (torch's meta-tensor
+            # kernel raises itself, naming the op: meta tensors cannot hold the size)
+            raise RuntimeError(
+                f"{op}: the output size is data-dependent without 'permuted_lengths_sum'; "
+                "give it, or trace with FakeTensors"
+            )
+        n = ctx.new_dynamic_size()
+    out_weights = None if weights is None else weights.new_empty((n, *weights.shape[1:]))
+    return lengths.new_empty((t_out, b)), values.new_empty((n,)), out_weights
+
+
 class _Permute2DFunction(torch.autograd.Function):
     """Gradients of ``permute_2D_sparse_data`` w.r.t. ``values`` and ``weights``.
 
@@ -344,7 +377,7 @@ KERNELS = {
     },
     PERMUTE_2D_SPARSE_DATA_INPUT1D: {"PrivateUse1": permute_2D_sparse_data_input1D_npu},
     PERMUTE_2D_SPARSE_PREALLOCATED_OUT: {"PrivateUse1": permute_2D_sparse_preallocated_out_npu},
-    PERMUTE_SPARSE_DATA: {"PrivateUse1": permute_sparse_data_npu},
+    PERMUTE_SPARSE_DATA: {"PrivateUse1": permute_sparse_data_npu, "Meta": permute_sparse_data_fake},
     PERMUTE_SPARSE_FEATURES: {"PrivateUse1": permute_sparse_features_npu},
     INVERT_PERMUTE: {"PrivateUse1": invert_permute_npu},
     EXPAND_INTO_JAGGED_PERMUTE: {"PrivateUse1": expand_into_jagged_permute_npu},

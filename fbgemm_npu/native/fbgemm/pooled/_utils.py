@@ -102,12 +102,12 @@ def kt_rows(
 
 def host_src(
     op: str,
-    rows: torch.Tensor,
+    rows: Sequence[Sequence[int]],
     in_widths: Sequence[int],
     out_widths: Sequence[int],
     arg: str = "permutes",
 ) -> torch.Tensor:
-    """``src`` (int64, host) of a ``(P, 6)`` host ``rows`` tensor; raises on invalid rows.
+    """``src`` (int64, host) of ``(P, 6)`` host ``rows`` (lists of ints); raises on invalid rows.
 
     Valid rows copy inside their input (``0 <= in_offset``, ``in_offset + length <=
     in_widths[in_tensor]``) and tile every output in row order, as ``kt_regroup_arguments``
@@ -115,40 +115,43 @@ def host_src(
     which must be ``out_offset`` onwards of output ``out_tensor``, and the rows fill all
     ``sum(out_widths)`` columns.  Upstream reads out of bounds or leaves garbage there.  ``arg``
     names the argument the rows came from in error messages.
+
+    The checks are plain Python on the rows (one per key, as ``kt_rows`` makes them), not host
+    tensor ops: under fake tensors (``torch.compile``, AOTAutograd) host tensors are faked too,
+    and a ``bool()`` of a faked comparison is data-dependent.  Then ``src[c] = c + start[r]`` for
+    the row ``r`` of column ``c``: a ``repeat_interleave`` and an ``arange`` on the host.
     """
-    rows = rows.to(torch.int64)
-    n_in, n_out = len(in_widths), len(out_widths)
-    it, ot, io, oo, ln = (rows[:, k] for k in range(5))
-    in_cum = torch.tensor([*exclusive_cumsum(in_widths), 0], dtype=torch.int64)
-    in_w = torch.tensor([*in_widths, -1], dtype=torch.int64)
-    out_cum = torch.tensor([*exclusive_cumsum(out_widths), 0], dtype=torch.int64)
-    out_w = torch.tensor([*out_widths, -1], dtype=torch.int64)
-    it_c = torch.where((it >= 0) & (it < n_in), it, n_in)  # out of range: a width of -1 fails
-    ot_c = torch.where((ot >= 0) & (ot < n_out), ot, n_out)
-    ends = torch.cumsum(ln, 0)
-    total = sum(out_widths)
-    checks = [
-        ((io < 0) | (oo < 0) | (ln < 0), "has a negative offset or length"),
-        (io + ln > in_w[it_c], "reads outside its input tensor (or names no input)"),
-        (oo + ln > out_w[ot_c], "writes outside its output tensor (or names no output)"),
-        (out_cum[ot_c] + oo + ln != ends, "does not continue where the previous row ended"),
-    ]
-    for bad, what in checks:
-        if bool(bad.any()):
-            r = int(bad.nonzero()[0, 0])
+    in_cum, out_cum = exclusive_cumsum(in_widths), exclusive_cumsum(out_widths)
+    starts: list[int] = []
+    sizes: list[int] = []
+    filled = 0
+    for r, (it, ot, io, oo, ln, *_) in enumerate(rows):
+        what = None
+        if io < 0 or oo < 0 or ln < 0:
+            what = "has a negative offset or length"
+        elif not 0 <= it < len(in_widths) or io + ln > in_widths[it]:
+            what = "reads outside its input tensor (or names no input)"
+        elif not 0 <= ot < len(out_widths) or oo + ln > out_widths[ot]:
+            what = "writes outside its output tensor (or names no output)"
+        elif out_cum[ot] + oo != filled:
+            what = "does not continue where the previous row ended"
+        if what is not None:
             raise ValueError(
-                f"{op}: argument '{arg}' gives row {r} {rows[r].tolist()} of permutes, which "
-                f"{what}; inputs have "
-                f"widths {list(in_widths)}, outputs {list(out_widths)}"
+                f"{op}: argument '{arg}' gives row {r} {list(rows[r])} of permutes, which "
+                f"{what}; inputs have widths {list(in_widths)}, outputs {list(out_widths)}"
             )
-    filled = int(ends[-1]) if len(ends) else 0
+        starts.append(in_cum[it] + io - filled)
+        sizes.append(ln)
+        filled += ln
+    total = sum(out_widths)
     if filled != total:
         raise ValueError(
             f"{op}: argument 'out_lengths' {list(out_widths)} asks for {total} columns but "
             f"'permutes' fills {filled}"
         )
-    start = in_cum[it_c] + io - (ends - ln)
-    return torch.repeat_interleave(start, ln, output_size=total) + torch.arange(total)
+    start = torch.tensor(starts, dtype=torch.int64)
+    row_sizes = torch.tensor(sizes, dtype=torch.int64)
+    return torch.repeat_interleave(start, row_sizes, output_size=total) + torch.arange(total)
 
 
 def device_src(

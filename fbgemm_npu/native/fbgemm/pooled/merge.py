@@ -13,8 +13,9 @@ Semantics follow upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0), measured:
   first input's dtype (``cat``'s casting rules: floats after an integer first input are
   refused), then moved to ``target_device``; ``uncat_dim_size`` is not read (upstream's CPU
   kernel ignores it; its CUDA kernel checks it only when the inputs span devices).
-* ``all_to_one_device``: each input on ``target_device`` (inputs already there are returned
-  as they are, as upstream's CUDA kernel does; its CPU kernel returns every input unchanged).
+* ``all_to_one_device``: a copy of each input on ``target_device``, also of the inputs already
+  there (upstream's CUDA kernel returns those as they are, its CPU kernel every input; but the
+  schema declares no alias, and AOTAutograd refuses an output that is an input).
 * ``sum_reduce_to_one``: the sum of the inputs, on ``target_device``, in the first input's dtype
   and shape (``add_`` semantics: later inputs broadcast to it); the inputs are not modified
   (upstream's CUDA kernel accumulates into them in place).  The sum starts from a copy of the
@@ -110,14 +111,15 @@ def merge_pooled_embeddings_npu(
 def all_to_one_device_npu(
     input_tensors: Sequence[torch.Tensor], target_device: torch.device | str
 ) -> list[torch.Tensor]:
-    """Every input on the npu ``target_device``; inputs already there are returned unchanged.
+    """A copy of every input on the npu ``target_device``, fresh even for an input already there
+    (the schema declares no alias: returning the input would alias it).
 
-    Any dtype and shape.  Launches: a copy of each input not on the target, nothing for the
-    others.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+    Any dtype and shape; strides kept (``clone`` / ``to``).  Launches: one copy per input.
+    Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     inputs, kind = _inputs(ALL_TO_ONE_DEVICE, "input_tensors", input_tensors)
     target = _target(ALL_TO_ONE_DEVICE, target_device, kind)
-    return [t if t.device == target else t.to(target) for t in inputs]
+    return [t.clone() if t.device == target else t.to(target) for t in inputs]
 
 
 def sum_reduce_to_one_npu(

@@ -274,8 +274,7 @@ def _regroup_src(
 ) -> tuple[list[torch.Tensor], int, torch.Tensor, list[int]]:
     inputs, batch, widths = _multi_inputs(REGROUP_KEYED_TENSOR, pooled_embs)
     rows, _, out_widths = plans.kt_rows(REGROUP_KEYED_TENSOR, keys, lengths, groups)
-    host_rows = torch.tensor(rows, dtype=torch.int64).view(-1, plans.PERMUTE_COLUMNS)
-    src = plans.host_src(REGROUP_KEYED_TENSOR, host_rows, widths, out_widths, arg="lengths")
+    src = plans.host_src(REGROUP_KEYED_TENSOR, rows, widths, out_widths, arg="lengths")
     return inputs, batch, plans.upload(src, inputs[0].device), out_widths
 
 
