@@ -4,7 +4,9 @@ the gate "every op passes the checks a PyTorch op must pass".
 One case per (op, sample of :mod:`fbgemm_npu.testing.op_samples`, check), the checks being
 ``test_schema`` (SchemaCheckMode: aliasing and mutation as the schema declares),
 ``test_faketensor`` (the fake / Meta kernel against the real one), ``test_aot_dispatch_static``
-and ``test_aot_dispatch_dynamic`` (AOTAutograd tracing, forward and backward, against eager).
+and ``test_aot_dispatch_dynamic`` (AOTAutograd tracing, forward and backward, against eager),
+and ``test_autograd_registration``, torch's check adapted to npu
+(:func:`autograd_registration_check_npu`).
 What fails today is in :data:`XFAIL`, strict: a fix shows up as XPASS, which fails until its
 entry is trimmed.  Plus: every registered op has samples, and they require grad where we
 register an autograd kernel.
@@ -33,8 +35,15 @@ from fbgemm_npu.testing.op_samples import has_autograd, sample_ops, samples
 from fbgemm_npu.testing.op_samples_tbe import LOOKUP_OPTIMIZERS
 from fbgemm_npu.testing.tbe_inputs import NPU
 
-UTILS = ("test_schema", "test_faketensor", "test_aot_dispatch_static", "test_aot_dispatch_dynamic")
-SCHEMA, FAKE, STATIC, DYNAMIC = UTILS
+OPCHECK_UTILS = (
+    "test_schema",
+    "test_faketensor",
+    "test_aot_dispatch_static",
+    "test_aot_dispatch_dynamic",
+)
+SCHEMA, FAKE, STATIC, DYNAMIC = OPCHECK_UTILS
+AUTOGRAD = "test_autograd_registration"
+UTILS = (*OPCHECK_UTILS, AUTOGRAD)
 AOT = (STATIC, DYNAMIC)
 F = "fbgemm::"
 
@@ -199,11 +208,26 @@ def cause(op: str, index: int, util: str) -> str | None:
     return XFAIL.get(f"{op}[{index}]", {}).get(util) or XFAIL.get(op, {}).get(util)
 
 
+def _tensors(value: object) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _has_float_input(op: str, index: int) -> bool:
+    args, kwargs = samples(op, NPU)[index]
+    return any(t.is_floating_point() for t in _tensors([list(args), list(kwargs.values())]))
+
+
 def _cases() -> list[object]:
     cases = []
     for op in sorted(REGISTRY.kernels):
         for index in range(sample_count(op)):
             for util in UTILS:
+                if util == AUTOGRAD and not _has_float_input(op, index):
+                    continue  # nothing could require grad: the check has nothing to see
                 reason = cause(op, index, util)
                 marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
                 name = f"{op.removeprefix(F)}[{index}]-{util.removeprefix('test_')}"
@@ -226,6 +250,9 @@ def _where(error: BaseException) -> str:
 def test_opcheck(op: str, index: int, util: str) -> None:
     args, kwargs = samples(op, NPU)[index]
     overload = getattr(torch.ops.fbgemm, op.removeprefix(F)).default
+    if util == AUTOGRAD:
+        autograd_registration_check_npu(overload, args, kwargs)
+        return
     # torch makes an output aliasing an input an AOT error only where CI is set (a warning
     # elsewhere): the error, always, so that a run here fails where CI fails.
     with functorch_config.patch(error_on_custom_op_aliasing=True):
@@ -238,19 +265,58 @@ def test_opcheck(op: str, index: int, util: str) -> None:
         pytest.fail(f"{op} sample {index}, {util}: {message}{_where(result)}", pytrace=False)
 
 
+def autograd_registration_check_npu(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> None:
+    """torch's ``autograd_registration_check`` (torch/testing/_internal/optests), for npu.
+
+    torch's own refuses devices other than CPU / CUDA / XPU; the contract is the same on npu with
+    ``AutogradPrivateUse1`` for ``AutogradCUDA``: with the sample's floating-point inputs
+    requiring grad, either an autograd kernel is registered for the call (``AutogradPrivateUse1``,
+    ``Autograd`` or ``CompositeImplicitAutograd``) and then, ours, it records a graph (a float
+    output carries a ``grad_fn``), or none is and no output that is not an input requires grad
+    with autograd's fallback doing nothing (a kernel below autograd that records one would give
+    silently wrong gradients)."""
+    args, kwargs = _with_grad_inputs(args), _with_grad_inputs(kwargs)
+    name = op.name()
+    keys = ("AutogradPrivateUse1", "Autograd", "CompositeImplicitAutograd")
+    registered = [k for k in keys if torch._C._dispatch_has_kernel_for_dispatch_key(name, k)]
+    inputs = {id(t) for t in _tensors([list(args), list(kwargs.values())])}
+    if registered:
+        outs = [t for t in _tensors(_as_list(op(*args, **kwargs))) if t.is_floating_point()]
+        if "AutogradPrivateUse1" in registered and outs:
+            assert any(t.grad_fn is not None for t in outs), f"{name}: no output has a grad_fn"
+        return
+    prev = torch._C._get_autograd_fallback_mode()
+    torch._C._set_autograd_fallback_mode("nothing")
+    try:
+        outs = _tensors(_as_list(op(*args, **kwargs)))
+    finally:
+        torch._C._set_autograd_fallback_mode(prev)
+    leaked = [t for t in outs if t.requires_grad and id(t) not in inputs]
+    assert not leaked, f"{name}: an output requires grad, but no autograd kernel is registered"
+
+
+def _as_list(value: object) -> list[object]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _with_grad_inputs(value: object) -> object:
+    """Fresh leaves: every floating-point tensor requiring grad."""
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point():
+            return value.detach().clone().requires_grad_(True)
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_with_grad_inputs(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _with_grad_inputs(v) for k, v in value.items()}
+    return value
+
+
 def test_every_registered_op_has_samples() -> None:
     registered = set(REGISTRY.kernels)
     assert registered <= set(sample_ops()), sorted(registered - set(sample_ops()))
     assert set(sample_ops()) <= registered, sorted(set(sample_ops()) - registered)
     assert not [op for op in registered if sample_count(op) == 0]
-
-
-def _tensors(value: object) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    return []
 
 
 def test_samples_require_grad_where_we_register_autograd() -> None:
