@@ -21,9 +21,10 @@ trust their inputs.  Metadata checks always run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -32,6 +33,7 @@ import torch
 __all__ = [
     "INDEX_DTYPES",
     "DataChecks",
+    "allocation_of",
     "check_dtype",
     "assert_on_device",
     "check_on_device",
@@ -74,6 +76,33 @@ def assert_on_device(op: str, ok: torch.Tensor, what: str) -> None:
     """:func:`check_on_device` whatever ``FBGEMM_NPU_VALIDATE`` says: for checks that are the
     op's contract, not our validation (``bounds_check_indices`` in ``BoundsCheckMode.FATAL``)."""
     torch._assert_async(ok, f"{op}: {what}")
+
+
+# What allocators say when memory runs out: torch's CPU allocator, CUDA / torch_npu's caching
+# allocators (torch.OutOfMemoryError), the simulator.
+_ALLOCATION_FAILURES = ("can't allocate memory", "out of memory", "Tried to allocate")
+
+
+@contextlib.contextmanager
+def allocation_of(op: str, what: str) -> Iterator[None]:
+    """Re-raise an allocation failure inside the block as ``RuntimeError("<op>: <what> cannot be
+    allocated: <the allocator's words>")``.
+
+    A size that passes every check can still exceed the memory (an ``output_size`` of 2**40, an
+    expanded input copied out): the allocator's own error names neither the op nor the argument.
+    ``what`` names the argument that asked for the size ("the output of 'output_size' = 2**40
+    elements").  Other errors pass through unchanged; no launch, no sync.
+    """
+    try:
+        yield
+    except RuntimeError as exc:  # torch.OutOfMemoryError is a RuntimeError
+        text = str(exc)
+        if not isinstance(exc, torch.OutOfMemoryError) and not any(
+            k in text for k in _ALLOCATION_FAILURES
+        ):
+            raise
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        raise RuntimeError(f"{op}: {what} cannot be allocated: {first[:300]}") from exc
 
 
 def dtype_name(dtype: torch.dtype) -> str:
