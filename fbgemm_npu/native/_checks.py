@@ -79,8 +79,13 @@ def assert_on_device(op: str, ok: torch.Tensor, what: str) -> None:
 
 
 # What allocators say when memory runs out: torch's CPU allocator, CUDA / torch_npu's caching
-# allocators (torch.OutOfMemoryError), the simulator.
-_ALLOCATION_FAILURES = ("can't allocate memory", "out of memory", "Tried to allocate")
+# allocators (torch.OutOfMemoryError), the simulator; and torch's size arithmetic past 2**63 bytes.
+_ALLOCATION_FAILURES = (
+    "can't allocate memory",
+    "out of memory",
+    "Tried to allocate",
+    "Storage size calculation overflowed",
+)
 
 
 @contextlib.contextmanager
