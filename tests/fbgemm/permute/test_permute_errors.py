@@ -160,3 +160,40 @@ def test_validation_off_skips_only_data_checks(no_validation: None) -> None:
         _p2d(lengths=torch.tensor([1, 2, 0]))()
     ok = _p2d(permuted_lengths_sum=9)()
     assert ok[1].cpu().tolist() == [6, 7, 8, 0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize(
+    "name", ["permuted_lengths_out", "permuted_indices_out", "permuted_weights_out"]
+)
+def test_preallocated_buffer_overlapping_itself_is_refused(name: str) -> None:
+    """A stride-0 (expanded) buffer would have every element written to one place (found by
+    tests/fuzz/test_fuzz_permute.py: torch's own error named neither op nor argument)."""
+    shapes = {"permuted_lengths_out": (3, 2), "permuted_indices_out": (9,)}
+    dtype = torch.float32 if name == "permuted_weights_out" else torch.int64
+    buf = torch.zeros([1] * len(shapes.get(name, (9,))), dtype=dtype, device=NPU)
+    d = on_npu(SMALL)
+    with pytest.raises(
+        ValueError,
+        match=f"permute_2D_sparse_preallocated_out: argument '{name}' must not overlap itself",
+    ):
+        F.permute_2D_sparse_preallocated_out(
+            d["permute"],
+            d["lengths"],
+            d["values"],
+            d["weights"],
+            9,
+            **{name: buf.expand(shapes.get(name, (9,)))},
+        )
+
+
+@pytest.mark.parametrize("size", [2**40, 2**62])
+def test_expand_output_that_cannot_be_allocated(size: int) -> None:
+    """Offsets that agree with an output_size no memory holds: an error naming the op and
+    output_size, not the allocator's (found by tests/fuzz/test_fuzz_permute.py)."""
+    args = [torch.tensor(v, device=NPU) for v in ([0], [0, 5], [0, size])]
+    with pytest.raises(
+        RuntimeError,
+        match=f"expand_into_jagged_permute: the output of 'output_size' = {size} "
+        "elements cannot be allocated",
+    ):
+        F.expand_into_jagged_permute(*args, size)

@@ -29,6 +29,7 @@ import torch
 from fbgemm_npu.native._checks import (
     INDEX_DTYPES,
     DataChecks,
+    allocation_of,
     check_dtype,
     check_ndim,
     check_on_device,
@@ -234,6 +235,11 @@ def check_out_buffers(
             continue
         check_tensor(op, name, buf)
         check_same_device(op, lengths=lengths, **{name: buf})
+        if torch._debug_has_internal_overlap(buf) == 1:  # stride 0: elements share memory
+            raise ValueError(
+                f"{op}: argument '{name}' must not overlap itself (strides {buf.stride()}): "
+                "every element it is given is written"
+            )
         if buf.dtype != ref.dtype:
             raise ValueError(
                 f"{op}: argument '{name}' must have dtype {dtype_name(ref.dtype)}, got "
@@ -338,4 +344,5 @@ def expand(
         bounds.assert_on_device()  # raises before the gather below reads out of bounds
     d = starts_in.index_select(0, flat)
     d.sub_(ends[:-1])
-    return segment_gather_index(d, out_lengths, output_size)
+    with allocation_of(op, f"the output of 'output_size' = {output_size} elements"):
+        return segment_gather_index(d, out_lengths, output_size)
