@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 __all__ = [
     "StateLayout",
@@ -38,6 +39,7 @@ __all__ = [
     "get_plan",
     "host_values",
     "register_host_values",
+    "tracing",
 ]
 
 _HOST: dict[int, tuple[weakref.ref, int, tuple[int, ...]]] = {}
@@ -93,11 +95,24 @@ def host_values(*tensors: torch.Tensor) -> list[tuple[int, ...]]:
     return [v for v in out if v is not None]
 
 
+def tracing(*tensors: object) -> bool:
+    """Whether this call is traced rather than run: a fake-tensor mode is active (torch.compile,
+    AOTAutograd, opcheck) or one of ``tensors`` is fake (a functional wrapper of one included).
+    A traced call has no data to read on the host, and a real tensor it picked up from a cache
+    would be foreign to the trace.  One C call, plus a few type checks, per call."""
+    if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None:
+        return True
+    return any(isinstance(t, torch.Tensor) and is_fake(t) for t in tensors)
+
+
 def arange_cached(n: int, device: torch.device, dtype: torch.dtype = torch.int64) -> torch.Tensor:
-    """``torch.arange(n)`` as a prefix view of a cached, growing buffer: launch-free once warm.
+    """``torch.arange(n)`` as a prefix view of a cached, growing buffer: launch-free once warm
+    (a fresh ``arange`` when traced: the cache holds real tensors).
 
     Callers must not write to the result.
     """
+    if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None:
+        return torch.arange(n, device=device, dtype=dtype)
     key = (device, dtype)
     buf = _ARANGE.get(key)
     if buf is None or buf.numel() < n:

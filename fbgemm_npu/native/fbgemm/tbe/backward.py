@@ -50,6 +50,7 @@ __all__ = [
     "RunSlots",
     "accumulate_rows",
     "aggregate_class",
+    "aggregate_rows",
     "grad_rows_unsorted",
     "index_scale",
     "write_rows",
@@ -135,6 +136,23 @@ def aggregate_class(
     vbe: VbeArgs | None,
 ) -> RunSlots:
     """Steps 1-4 of the module docstring for one class; see there for what it launches."""
+    g2d = _class_grad_2d(plan, cls, grad_output, state, pooling_mode, vbe)
+    per_index = pooling_mode == POOLING_NONE
+    return aggregate_rows(mat, g2d, per_index, state, offsets, pooling_mode, indice_weights)
+
+
+def aggregate_rows(
+    mat: torch.Tensor,
+    g2d: torch.Tensor,
+    per_index: bool,
+    state: ForwardState,
+    offsets: torch.Tensor,
+    pooling_mode: int,
+    indice_weights: torch.Tensor | None,
+) -> RunSlots:
+    """Steps 1-4 given the gradient rows ``g2d``: row ``i`` is index ``i``'s when
+    ``per_index`` (pooling NONE, or rows gathered per index by the traced lookup), else row 2 of
+    the index matrix names each index's row."""
     L = mat.size(1)
     dev = mat.device
     key_sorted, perm = torch.sort(mat[1], stable=True)
@@ -146,14 +164,13 @@ def aggregate_class(
     # Run k is positions run_start[k] .. run_start[k + 1] of the sorted order (empty past the
     # last run): one _embedding_bag gathers, scales and sums each run's gradient rows.
     run_start = torch.searchsorted(seg, arange_cached(L + 1, dev))
-    g2d = _class_grad_2d(plan, cls, grad_output, state, pooling_mode, vbe)
     if g2d.dtype != torch.float32:  # accumulate in fp32, as upstream does
         g2d = g2d.to(torch.float32)
     scale = index_scale(state, offsets, pooling_mode, indice_weights)
     psw = None if scale is None else scale.to(torch.float32).index_select(0, perm)
-    # the gradient row of each sorted index: row 2 of the matrix, or with pooling NONE the
-    # index's own position, which the sort's permutation is
-    g_rows = perm if pooling_mode == POOLING_NONE else index_sorted[2]
+    # the gradient row of each sorted index: row 2 of the matrix, or the index's own position,
+    # which the sort's permutation is
+    g_rows = perm if per_index else index_sorted[2]
     agg = torch._embedding_bag(g2d, g_rows, run_start, False, 0, False, psw, True, -1)[0]
     index = torch.zeros_like(mat).index_copy_(1, seg, index_sorted)
     return RunSlots(agg=agg, index=index)

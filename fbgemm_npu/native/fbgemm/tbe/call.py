@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, get_plan
+from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, get_plan, tracing
 from fbgemm_npu.native.fbgemm.tbe.forward import VbeArgs, output_dtype_of
 from fbgemm_npu.native.fbgemm.tbe.optimizers import OPTIMIZERS, StepArgs
 
@@ -98,6 +98,7 @@ class LookupCall:
     weights_offsets: torch.Tensor
     D_offsets: torch.Tensor
     max_D: int
+    total_D: int
     hash_size_cumsum: torch.Tensor
     indices: torch.Tensor
     offsets: torch.Tensor
@@ -114,6 +115,7 @@ class LookupCall:
     total_unique_indices: int
     total_hash_size: int
     gwd: GwdArgs | None = None
+    traced: bool = False  # fake tensors: run the layout-free program of :mod:`.traced`
 
     def plan(self) -> TbePlan:
         return get_plan(
@@ -194,10 +196,18 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
                 "AdaGrad and a non-empty 'prev_iter_dev' in 'aux_tensor'"
             )
         gwd = GwdArgs(prev_iter=prev_iter, lower_bound=float(aux_f[0]) if aux_f else 0.0)
+    traced = tracing(weights, a["D_offsets"], a["indices"])
     lr_t = a.get("learning_rate_tensor")
     lr: float | torch.Tensor = 0.0
     if lr_t is not None:
-        lr = float(lr_t.item()) if lr_t.device.type == "cpu" else lr_t.reshape(())
+        if lr_t.device.type != "cpu":
+            lr = lr_t.reshape(())
+        elif traced:
+            # a traced graph takes the rate as an input (a host float would be baked in, and
+            # set_learning_rate would not reach it): a 0-D tensor on the weights' device
+            lr = lr_t.reshape(()).to(weights.device)
+        else:
+            lr = float(lr_t.item())  # a host tensor: no device sync
     return LookupCall(
         op=op,
         optimizer=optimizer,
@@ -206,6 +216,7 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
         weights_offsets=w_off,
         D_offsets=a["D_offsets"],
         max_D=int(a["max_D"]),
+        total_D=int(a["total_D"]),
         hash_size_cumsum=a["hash_size_cumsum"],
         indices=a["indices"],
         offsets=a["offsets"],
@@ -222,4 +233,5 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
         total_unique_indices=int(a.get("total_unique_indices", 0) or 0),
         total_hash_size=int(hp.get("total_hash_size", 0)),
         gwd=gwd,
+        traced=traced,
     )

@@ -60,7 +60,7 @@ def rowwise_adagrad_with_counter(
     freq = halflife / rc_new
     gg = torch.add(g, w, alpha=wd) if wd_mode == 1 else g
     g_sum_sq = (gg * gg).sum(1)
-    m_new = m + g_sum_sq / g.size(1)
+    m_new = m + a.row_mean(g_sum_sq, g)
     denom = m_new.sqrt().add_(eps)
     mult = lr / denom
     enabled = adj_iter <= 0 or it > adj_iter

@@ -17,10 +17,11 @@ from typing import Any
 
 import torch
 
-from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, class_view, get_plan
+from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, class_view, get_plan, tracing
 from fbgemm_npu.native.fbgemm.tbe.backward import grad_rows_unsorted, index_scale
 from fbgemm_npu.native.fbgemm.tbe.call import named_args
 from fbgemm_npu.native.fbgemm.tbe.forward import ForwardState, VbeArgs, output_dtype_of, tbe_forward
+from fbgemm_npu.native.fbgemm.tbe.traced_backward import TracedDenseLookup, dense_forward
 
 __all__ = [
     "DENSE_EMBEDDING_CODEGEN_LOOKUP_FUNCTION",
@@ -102,6 +103,8 @@ def _args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         "D_offsets": a["D_offsets"],
         "indices": a["indices"],
         "offsets": a["offsets"],
+        "max_D": int(a["max_D"]),
+        "total_D": int(a["total_D"]),
         "pooling_mode": int(a["pooling_mode"]),
         "output_dtype": output_dtype_of(op, int(a["output_dtype"])),
         "vbe": vbe,
@@ -140,10 +143,14 @@ def dense_lookup_autograd(*args: Any, **kwargs: Any) -> torch.Tensor:
     """AutogradPrivateUse1 kernel (upstream's schema): the lookup with a dense weights gradient
     (see the module docstring)."""
     a = _args(args, kwargs)
+    if tracing(a["dev_weights"], a["D_offsets"], a["indices"]):
+        return TracedDenseLookup.apply(a["dev_weights"], a["indice_weights"], a)
     return DenseLookupFunction.apply(a["dev_weights"], a["indice_weights"], a)
 
 
 def dense_lookup_forward(*args: Any, **kwargs: Any) -> torch.Tensor:
     """PrivateUse1 kernel (upstream's schema): the forward alone."""
     a = _args(args, kwargs)
+    if tracing(a["dev_weights"], a["D_offsets"], a["indices"]):
+        return dense_forward(a, a["dev_weights"], a["indice_weights"], for_backward=False)[0]
     return _forward(a, a["dev_weights"], a["indice_weights"], for_backward=False)[0]

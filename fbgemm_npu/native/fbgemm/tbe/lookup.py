@@ -43,10 +43,18 @@ from fbgemm_npu.native.fbgemm.tbe.call import GwdArgs, LookupCall
 from fbgemm_npu.native.fbgemm.tbe.forward import POOLING_MEAN, ForwardState, tbe_forward
 from fbgemm_npu.native.fbgemm.tbe.optimizers import OPTIMIZERS, gwd_factor
 
-__all__ = ["SplitLookupFunction", "lookup_forward_only", "run_backward", "run_lookup"]
+__all__ = [
+    "SplitLookupFunction",
+    "apply_gwd",
+    "gwd_index_scale",
+    "indice_weights_grad_scaled",
+    "lookup_forward_only",
+    "run_backward",
+    "run_lookup",
+]
 
 
-def _gwd_index_scale(call: LookupCall) -> Any:
+def gwd_index_scale(call: LookupCall) -> Any:
     """The forward's per-index global-weight-decay factor (None without GWD): upstream's forward
     scales each looked-up row by the decay still pending on it.  Launches: a gather, an add, a
     clamp and a gather of ``prev_iter``, then :func:`.optimizers.gwd_factor`."""
@@ -77,7 +85,7 @@ def _forward(
         call.output_dtype,
         call.vbe,
         for_backward=for_backward,
-        index_scale=_gwd_index_scale(call),
+        index_scale=gwd_index_scale(call),
     )
 
 
@@ -132,6 +140,15 @@ def _indice_weights_grad(
         w = class_view(call.weights, cls.D, cls.w_residue).index_select(0, mat[0])
         dot = (rows.to(torch.float32) * w.to(torch.float32)).sum(1)
         grad = torch.where(mat[1] > 0, dot, grad)
+    return indice_weights_grad_scaled(call, state, grad)
+
+
+def indice_weights_grad_scaled(
+    call: LookupCall, state: ForwardState, grad: torch.Tensor
+) -> torch.Tensor:
+    """The per-index dot products ``grad`` (0 for indices of no feature) scaled as the forward
+    scaled the rows: by the global-weight-decay factor, 1 / bag length for MEAN, and
+    ``feature_requires_grad``."""
     if state.index_scale is not None:
         grad = grad * state.index_scale  # the rows the forward saw (global weight decay)
     if call.pooling_mode == POOLING_MEAN:
@@ -220,14 +237,14 @@ def _step_class(
     w_old = w_view.index_select(0, w_rows)
     w_in = w_old.to(torch.float32)
     if call.gwd is not None:
-        w_in = _apply_gwd(call, call.gwd, s_rows[0], w_old, w_in, invalid)
+        w_in = apply_gwd(call, call.gwd, s_rows[0], w_old, w_in, invalid)
     w_new, s_new = spec.step(slots.agg, w_in, [x.to(torch.float32) for x in s_old], call.step)
     write_rows(w_view, w_rows, w_old, w_new, invalid)
     for view, rows, old, new in zip(s_views, s_rows, s_old, s_new, strict=True):
         write_rows(view, rows, old, new, invalid)
 
 
-def _apply_gwd(
+def apply_gwd(
     call: LookupCall,
     gwd: GwdArgs,
     rows: torch.Tensor,

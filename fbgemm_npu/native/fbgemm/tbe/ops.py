@@ -9,7 +9,9 @@ Autograd alias only, and its C++ autograd refuses npu tensors; we register
   needed, else the forward alone;
 * ``PrivateUse1``: the forward alone (reached when autograd is not involved).
 
-A call's arguments are read by their schema names and unpacked by :mod:`.call`.
+A call's arguments are read by their schema names and unpacked by :mod:`.call`.  A traced call
+(fake tensors: torch.compile, AOTAutograd, opcheck) runs the layout-free program of
+:mod:`.traced` / :mod:`.traced_backward` instead, which needs no host read of the layout.
 
 Upstream's Meta kernels stay in charge of shapes.  The metadata ops (``bounds_check_indices``,
 ``get_infos_metadata``, ``generate_vbe_metadata``) live in :mod:`.metadata`;
@@ -27,13 +29,14 @@ from typing import Any
 import torch
 
 from fbgemm_npu.native._autograd import needs_grad
-from fbgemm_npu.native.fbgemm.tbe.call import named_args, op_name, parse_call
+from fbgemm_npu.native.fbgemm.tbe.call import LookupCall, named_args, op_name, parse_call
 from fbgemm_npu.native.fbgemm.tbe.dense import (
     DENSE_EMBEDDING_CODEGEN_LOOKUP_FUNCTION,
     dense_lookup_autograd,
     dense_lookup_forward,
 )
 from fbgemm_npu.native.fbgemm.tbe.lookup import lookup_forward_only, run_lookup
+from fbgemm_npu.native.fbgemm.tbe.traced_backward import traced_lookup, traced_lookup_forward_only
 
 __all__ = ["KERNELS", "pt2_optimizers"]
 
@@ -48,6 +51,12 @@ def pt2_optimizers() -> list[str]:
     return sorted(names)
 
 
+def _forward_only(call: LookupCall) -> torch.Tensor:
+    if call.traced:
+        return traced_lookup_forward_only(call)
+    return lookup_forward_only(call)
+
+
 def _autograd_kernel(optimizer: str) -> Callable[..., torch.Tensor]:
     op = op_name(optimizer)
 
@@ -56,7 +65,9 @@ def _autograd_kernel(optimizer: str) -> Callable[..., torch.Tensor]:
         call = parse_call(optimizer, named)
         placeholder = named["placeholder_autograd_tensor"]
         if not needs_grad(placeholder, call.indice_weights, call.dev_weights_param):
-            return lookup_forward_only(call)  # eval / inference: nothing to save for a backward
+            return _forward_only(call)  # eval / inference: nothing to save for a backward
+        if call.traced:
+            return traced_lookup(call, placeholder)
         return run_lookup(call, placeholder)
 
     kernel.__name__ = f"split_embedding_codegen_lookup_{optimizer}_function_pt2_autograd_npu"
@@ -67,7 +78,7 @@ def _forward_kernel(optimizer: str) -> Callable[..., torch.Tensor]:
     op = op_name(optimizer)
 
     def kernel(*args: Any, **kwargs: Any) -> torch.Tensor:
-        return lookup_forward_only(parse_call(optimizer, named_args(op, args, kwargs)))
+        return _forward_only(parse_call(optimizer, named_args(op, args, kwargs)))
 
     kernel.__name__ = f"split_embedding_codegen_lookup_{optimizer}_function_pt2_npu"
     return kernel

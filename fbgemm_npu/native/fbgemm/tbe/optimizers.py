@@ -41,9 +41,16 @@ class StepArgs:
     lr: Scalar = 0.0
     iter: int = 0
     hp: dict[str, float] = field(default_factory=dict)
+    # [L] fp32 embedding dim of each row when the rows are padded with zeros to max_D (the
+    # traced lookup, :mod:`.traced`); None: every row's D is the rows' width
+    width: Tensor | None = None
 
     def get(self, name: str, default: float = 0.0) -> float:
         return self.hp.get(name, default)
+
+    def row_mean(self, row_sum: Tensor, g: Tensor) -> Tensor:
+        """A row sum over ``g``'s columns divided by the row's D (``g.size(1)`` unpadded)."""
+        return row_sum / (g.size(1) if self.width is None else self.width)
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,11 @@ def _axpy(w: Tensor, g: Tensor, scale: Tensor, lr: Scalar) -> Tensor:
     return torch.addcmul(w, g, scale, value=-lr)
 
 
-def _sq_mean(g: Tensor) -> Tensor:
-    return (g * g).mean(1)
+def _sq_mean(g: Tensor, a: StepArgs) -> Tensor:
+    """``mean(g^2)`` per row (over its own D when padded: zeros add nothing to the sum)."""
+    if a.width is None:
+        return (g * g).mean(1)
+    return (g * g).sum(1) / a.width
 
 
 def _norm(x: Tensor) -> Tensor:
@@ -110,7 +120,7 @@ def rowwise_adagrad(
     wd = a.get("weight_decay")
     mode = int(a.get("weight_decay_mode"))
     gg = torch.add(g, w, alpha=wd) if mode == 1 and wd != 0.0 else g
-    m = states[0] + _sq_mean(gg)
+    m = states[0] + _sq_mean(gg, a)
     inv = m.sqrt().add_(a.get("eps")).reciprocal_()  # mult = lr * inv
     if mode == 1 and wd != 0.0:
         mult = inv * a.lr
@@ -149,7 +159,7 @@ def rowwise_adagrad_delta(
     ``dw = -lr * g / (sqrt(m + dm) + eps)``, both 0 where ``keep`` is 0.  Reads no weights and
     passes over ``[L, D]`` only for the norm and ``dw``."""
     s = torch.linalg.vector_norm(g, dim=1)
-    dm = (s * s).mul_(keep / g.size(1))
+    dm = (s * s).mul_(a.row_mean(keep, g))
     inv = (states[0] + dm).sqrt_().add_(a.get("eps")).reciprocal_()
     return g * inv.mul_(keep * -float(a.lr))[:, None], [dm]
 
@@ -175,7 +185,7 @@ def rowwise_rmsprop_ar(
     m, prev = states
     it = float(a.iter)
     beta = a.get("ema_beta", 0.99)
-    v = torch.add(m * beta, _sq_mean(g), alpha=1.0 - beta)
+    v = torch.add(m * beta, _sq_mean(g, a), alpha=1.0 - beta)
     mult = a.lr / v.sqrt().add_(a.get("eps"))
     gap = torch.where(prev == 0, 1.0, it - prev)
     lam = (a.lr * a.get("ar_alpha") * gap).clamp_(min=0.0, max=1.0)
@@ -229,7 +239,7 @@ def partial_rowwise_adam(
     ``w -= lr * (m1 / (1 - b1^k) / (sqrt(v / (1 - b2^k)) + eps) + wd * w)``."""
     b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
     m1 = _lerp(states[0], g, 1.0 - b1)
-    v = _lerp(states[1], _sq_mean(g), 1.0 - b2)
+    v = _lerp(states[1], _sq_mean(g, a), 1.0 - b2)
     c1, c2 = 1.0 - b1**a.iter, 1.0 - b2**a.iter
     denom = _bias_denom(v, c2, eps)[:, None]
     if isinstance(a.lr, Tensor):
@@ -270,7 +280,7 @@ def partial_rowwise_lamb(
     """LAMB with a rowwise second moment (state 2 rowwise): ``m2 = b2 m2 + (1 - b2) mean(g^2)``,
     ``r = m1 / (1 - b1^k) / (sqrt(m2 / (1 - b2^k)) + eps) + wd * w``, then LAMB's trust ratio."""
     b1, b2, eps, wd = a.get("beta1"), a.get("beta2"), a.get("eps"), a.get("weight_decay")
-    m2 = _lerp(states[1], _sq_mean(g), 1.0 - b2)
+    m2 = _lerp(states[1], _sq_mean(g, a), 1.0 - b2)
     c1, c2 = 1.0 - b1**a.iter, 1.0 - b2**a.iter
     m1 = _lerp(states[0], g, 1.0 - b1)
     r = _lamb_r(m1, _bias_denom(m2, c2, eps)[:, None], w, c1, c2, wd)
