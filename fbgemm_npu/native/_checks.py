@@ -83,6 +83,7 @@ def assert_on_device(op: str, ok: torch.Tensor, what: str) -> None:
 _ALLOCATION_FAILURES = (
     "can't allocate memory",
     "out of memory",
+    "out of host memory",
     "Tried to allocate",
     "Storage size calculation overflowed",
 )
