@@ -6,6 +6,7 @@ off and on, the count must be the table's exactly, whatever the size.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +53,7 @@ CASES: dict[str, Case] = {
     "keyed_jagged_index_select_dim1[size]": Case(KEYED, "no_weights"),
     "keyed_jagged_index_select_dim1[weights, size]": Case(KEYED),
     "batch_index_select_dim0": Case(BIS),
-    "batch_index_select_dim0[permuted]": Case(BIS),
+    "batch_index_select_dim0[permuted]": Case(BIS, "permuted"),
     "batch_index_select_dim0[one width]": Case(BIS, "one_width"),
     "batch_index_select_dim0[one width, permuted]": Case(BIS, "one_width_permuted"),
     "group_index_select_dim0[one width]": Case(GIS, "one_width"),
@@ -239,10 +240,70 @@ def test_checks_cost(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
         _hold(CASES[name], _calls(*size)[name])
 
 
-def test_backward_budget() -> None:
-    flat = torch.randn(18, device="npu", requires_grad=True)
-    out = F.batch_index_select_dim0(
-        flat, torch.tensor([2, 0, 1, 3, 3], device="npu"), [2, 3], [3, 4], [2, 3]
+def _backward_calls(t: int, b: int, d: int) -> dict[str, tuple[str, Callable[[], Any]]]:
+    """Backward name -> (its budget path, the backward of a forward already run)."""
+    g = generator(5)
+    lengths = torch.randint(0, 6, (t * b,), generator=g)
+    indices = torch.randint(0, t * b, (t * b // 2 + 1,), generator=g)
+    total = int(lengths[indices].sum())
+    values = torch.randn(int(lengths.sum()), d, generator=g)
+    kl = torch.randint(0, 4, (t * b,), generator=g)
+    koffsets = torch.cat([torch.zeros(1, dtype=torch.int64), kl.cumsum(0)])
+    ksel = torch.randint(0, b, (b // 2 + 1,), generator=g)
+    ktotal = int(sum(kl[n * b + j] for n in range(t) for j in ksel))
+    kvals = torch.randn(int(kl.sum()), generator=g)
+    ln, ix, klen, koff, ks, bidx = to_npu(
+        lengths, indices, kl, koffsets, ksel, torch.tensor([2, 0, 1, 3, 3])
     )
-    g = torch.ones_like(out)
-    assert_op_budget(lambda: torch.autograd.grad(out, flat, g), BIS, path="backward", exact=True)
+    v, kv = values.to("npu").requires_grad_(), kvals.to("npu").requires_grad_()
+    flat = torch.randn(18, device="npu", requires_grad=True)
+    keyed = F.keyed_jagged_index_select_dim1
+    forwards = {
+        "batch_index_select_dim0": (
+            "backward",
+            flat,
+            lambda: F.batch_index_select_dim0(flat, bidx, [2, 3], [3, 4], [2, 3]),
+        ),
+        "jagged_index_select[size]": (
+            "backward",
+            v,
+            lambda: F.jagged_index_select(v, ln, ix, total)[0],
+        ),
+        "jagged_index_select": ("backward_unsized", v, lambda: F.jagged_index_select(v, ln, ix)[0]),
+        "keyed_jagged_index_select_dim1[size]": (
+            "backward",
+            kv,
+            lambda: keyed(kv, klen, koff, ks, b, None, ktotal)[0],
+        ),
+        "keyed_jagged_index_select_dim1": (
+            "backward_unsized",
+            kv,
+            lambda: keyed(kv, klen, koff, ks, b)[0],
+        ),
+    }
+    calls = {}
+    for name, (path, leaf, forward) in forwards.items():
+        out = forward()
+        calls[name] = (
+            path,
+            functools.partial(torch.autograd.grad, out, leaf, torch.ones_like(out)),
+        )
+    return calls
+
+
+BACKWARDS = (
+    "batch_index_select_dim0",
+    "jagged_index_select[size]",
+    "jagged_index_select",
+    "keyed_jagged_index_select_dim1[size]",
+    "keyed_jagged_index_select_dim1",
+)
+
+
+@pytest.mark.parametrize("name", BACKWARDS)
+def test_backward_budget(name: str) -> None:
+    """The backward of each autograd kernel, sized and not (the unsized forward is the op itself,
+    so its backward rebuilds the gather index), exact at two sizes."""
+    for size in SIZES:
+        path, backward = _backward_calls(*size)[name]
+        assert_op_budget(backward, _op(name.partition("[")[0]), path=path, exact=True)

@@ -43,6 +43,11 @@ BIS_INDICES = torch.tensor([0, 0, 1, 3, 3])
 HSC, HSO = HASH_SIZE_CUMSUM, HASH_SIZE_OFFSETS
 DISAGREEING_OFFSETS = torch.tensor([0, 1, 3, 5, 6, 10, 11])  # not the cumsum of KEYED_LENGTHS
 
+
+def _i32(*values: list[int]) -> tuple[torch.Tensor, ...]:
+    return tuple(torch.tensor(v, dtype=torch.int32) for v in values)
+
+
 # id: (op, args (moved to npu), the argument its message must name)
 BAD: dict[str, tuple[str, tuple[Any, ...], str]] = {
     "jis_index_out_of_range": (JIS, (VALUES, LENGTHS, torch.tensor([3])), "indices"),
@@ -196,6 +201,24 @@ BAD: dict[str, tuple[str, tuple[Any, ...], str]] = {
         "hash_size_offsets",
     ),
     "uniq_batch": (UNIQUE, (HSC, HSO, UNIQUE_OFFSETS[:-1], UNIQUE_INDICES[:-2]), "offsets"),
+    # ids outside [hsc[0], hsc[T]) belong to no group: the lengths would not sum to the unique
+    # count (was returned so); past the last feature, before the first, or wrapped in int32
+    "uniq_past_last_feature": (
+        UNIQUE,
+        (HSC, HSO, UNIQUE_OFFSETS, torch.tensor([3, 3, 9, 1, 1, 4, 2, 14, 15])),
+        "indices",
+    ),
+    "uniq_before_first_feature": (
+        UNIQUE,
+        (HSC, HSO, UNIQUE_OFFSETS, torch.tensor([-1, 3, 9, 1, 1, 4, 2, 14, 0])),
+        "indices",
+    ),
+    "uniq_int32_wrap": (UNIQUE, _i32([0, 5, 10], [0, 1, 2], [0, 1, 2], [1, 2**31 - 1]), "indices"),
+    "uniq_negative_hash_start": (
+        UNIQUE,
+        (torch.tensor([-5, 10, 15, 30]), HSO, UNIQUE_OFFSETS, UNIQUE_INDICES + 5),
+        "hash_size_cumsum",
+    ),
 }
 
 

@@ -76,7 +76,7 @@ def test_jagged_index_select_gradient_sums_repeats() -> None:
     (grad_cpu,) = torch.autograd.grad(out_cpu, v_cpu, g)
     (grad_npu,) = torch.autograd.grad(out_npu, v_npu, g.to(NPU))
     torch.testing.assert_close(grad_npu.cpu(), grad_cpu, rtol=1e-6, atol=1e-6)
-    assert out_npu.grad_fn is not None and "GatherRows" in type(out_npu.grad_fn).__name__
+    assert out_npu.grad_fn is not None and "SelectedRows" in type(out_npu.grad_fn).__name__
 
 
 def test_keyed_weights_get_no_gradient() -> None:
@@ -93,6 +93,86 @@ def test_keyed_weights_get_no_gradient() -> None:
     assert all(torch.equal(a.detach().cpu(), b) for a, b in zip(out, expected, strict=True))
     out[0].sum().backward()
     assert w.grad is None and vals.grad is not None
+
+
+@pytest.mark.parametrize("sized", [True, False])
+def test_keyed_gradient_matches_the_reference(sized: bool) -> None:
+    """Sized, the forward's gather index is reused; unsized the backward rebuilds it (the
+    forward is the op itself): both scatter the gradient back as the reference's autograd."""
+    selected = torch.tensor([2, 0, 2])
+    ref_values = KEYED_VALUES.double().requires_grad_()
+    ref = keyed_reference(ref_values, KEYED_LENGTHS, KEYED_OFFSETS, selected, 3)[0]
+    vals = KEYED_VALUES.to(NPU).requires_grad_()
+    size = int(ref.numel()) if sized else None
+    out = F.keyed_jagged_index_select_dim1(
+        vals, *to_npu(KEYED_LENGTHS, KEYED_OFFSETS, selected), 3, None, size
+    )[0]
+    g = torch.randn(ref.shape, generator=generator(6), dtype=torch.float64)
+    (want,) = torch.autograd.grad(ref, ref_values, g)
+    (got,) = torch.autograd.grad(out, vals, g.float().to(NPU))
+    torch.testing.assert_close(got.cpu().double(), want, rtol=1e-6, atol=1e-6)
+
+
+# ---- outputs of their own, fake kernels (tracing) ----------------------------------------------
+
+
+def test_outputs_are_fresh_tensors() -> None:
+    """No output is a view: ``segment_sum_csr`` was a slice of its buckets (storage offset 1),
+    ``group_index_select_dim0``'s outputs views of one gathered buffer."""
+    sums = F.segment_sum_csr(2, torch.tensor([0, 1, 3], device=NPU), torch.ones(8, device=NPU))
+    assert sums.cpu().tolist() == [2.0, 4.0] and sums.storage_offset() == 0 and sums._base is None
+    outs = F.group_index_select_dim0(
+        [VALUES.to(NPU), VALUES.to(NPU), VALUES[:, :1].to(NPU)], [INDICES.to(NPU)] * 3
+    )
+    assert len({o.untyped_storage().data_ptr() for o in outs}) == 3
+    for o, x in zip(outs, [VALUES, VALUES, VALUES[:, :1]], strict=True):
+        assert o.untyped_storage().nbytes() == o.numel() * o.element_size()
+        assert torch.equal(o.cpu(), x[INDICES])
+
+
+def test_fake_kernels_size_the_outputs() -> None:
+    """The Meta kernels we add (upstream has none): data-dependent sizes are unbacked SymInts
+    under FakeTensorMode, a clear error on plain meta tensors."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    args = (HASH_SIZE_CUMSUM, HASH_SIZE_OFFSETS, UNIQUE_OFFSETS, UNIQUE_INDICES)
+    on_npu = to_npu(*args, torch.zeros(2, dtype=torch.int64))
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fake = [mode.from_tensor(t) for t in on_npu]
+    with mode:
+        lengths, offsets, uniq, reverse = F.jagged_unique_indices(*fake[:4])
+        assert (lengths.shape, offsets.shape, reverse.shape) == ((6,), (7,), (9,))
+        assert isinstance(uniq.shape[0], torch.SymInt) and reverse.dtype == torch.int64
+        out = fake[4]
+        assert F.lengths_range_out(out, fake[0], [7]) is out and out.shape == (7,)
+    meta = [t.to("meta") for t in args]
+    with pytest.raises(RuntimeError, match="jagged_unique_indices"):
+        F.jagged_unique_indices(*meta)
+
+
+# ---- jagged_unique_indices: ids that pass their feature's size -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hsc", "hso", "offsets", "indices"),
+    [
+        # an id of feature 0 past its size (12 >= 10), inside feature 1's range: upstream's
+        # current kernel reads it as feature 1's id 2 (the reference), not as 12
+        ([0, 10, 15, 30], [0, 1, 2, 3], UNIQUE_OFFSETS.tolist(), [3, 3, 12, 1, 1, 4, 2, 14, 0]),
+        # torchrec's EC dedup: the features of one table share its range (hsc repeats) and one
+        # group (hso [0, 0, 2]); every id of either feature is valid
+        ([0, 0, 20], [0, 0, 2], [0, 2, 3, 5, 6], [3, 19, 4, 3, 7, 0]),
+    ],
+)
+def test_unique_ids_past_a_feature_read_as_upstream(
+    hsc: list[int], hso: list[int], offsets: list[int], indices: list[int]
+) -> None:
+    args = [torch.tensor(v) for v in (hsc, hso, offsets, indices)]
+    got = F.jagged_unique_indices(*to_npu(*args))
+    for a, b in zip(got, unique_reference(*args), strict=True):
+        assert torch.equal(a.cpu(), b), (a, b)
+    assert int(got[1][-1]) == got[2].numel()  # the lengths sum to the unique count
 
 
 # ---- direct calls on CPU tensors (device-generic programs), coverage ---------------------------
@@ -124,9 +204,9 @@ FAMILY_OPS = {
     "fbgemm::group_index_select_dim0": ("PrivateUse1", "AutogradPrivateUse1"),
     "fbgemm::offsets_range": ("PrivateUse1",),
     "fbgemm::lengths_range": ("PrivateUse1",),
-    "fbgemm::lengths_range_out": ("PrivateUse1",),
+    "fbgemm::lengths_range_out": ("PrivateUse1", "Meta"),
     "fbgemm::segment_sum_csr": ("PrivateUse1",),
-    "fbgemm::jagged_unique_indices": ("PrivateUse1",),
+    "fbgemm::jagged_unique_indices": ("PrivateUse1", "Meta"),
 }
 
 

@@ -74,10 +74,11 @@ def batch_inputs(draw: st.DrawFn, dtypes: tuple = DTYPES) -> dict:
 
 
 def _batch_budget(**kw: Any) -> BudgetUse:
-    """Mixed widths (either layout): the main path; one width: the row gather.  A strided
-    ``inputs`` views as rows of any width (a 1-D view splits): no copy, no other path."""
+    """Mixed widths: the main path (permuted: its own, one launch less); one width: the row
+    gather.  A strided ``inputs`` views as rows of any width (a 1-D view splits): no copy, no
+    other path."""
     if len(set(kw["input_columns"])) > 1:
-        return BudgetUse(op=BIS)
+        return BudgetUse(op=BIS, path="permuted" if kw.get("permute_output_dim_0_1") else None)
     return BudgetUse(
         op=BIS, path="one_width_permuted" if kw.get("permute_output_dim_0_1") else "one_width"
     )

@@ -16,7 +16,7 @@ ranges, segment sums, unique indices).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -34,11 +34,13 @@ from fbgemm_npu.native._host import exclusive_cumsum
 
 __all__ = [
     "GatherRows",
+    "SelectedRows",
     "TableGather",
     "check_fits",
     "check_index_tensor",
     "check_non_negative",
     "contiguous",
+    "dynamic_size",
     "index_range",
     "rows_gather_index",
     "same_dtype_or_raise",
@@ -47,6 +49,21 @@ __all__ = [
     "table_gather",
     "table_gather_permuted",
 ]
+
+
+def dynamic_size(op: str, why: str, most: int | torch.SymInt | None = None) -> torch.SymInt:
+    """A fake kernel's data-dependent output size, at most ``most``:
+    ``torch.library.get_ctx().new_dynamic_size()`` (an unbacked SymInt under FakeTensorMode with
+    a ShapeEnv).  Called on meta tensors directly, with no fake context, the size cannot be
+    known: a ``RuntimeError`` saying ``why`` ("'shape' omitted", say)."""
+    ctx = torch.library.get_ctx()
+    if ctx is None:
+        raise RuntimeError(
+            f"{op}: the output size is data-dependent ({why}): it cannot be computed on meta "
+            "tensors; trace with FakeTensors"
+        )
+    # a bound that is itself symbolic (dynamic shapes) cannot constrain the new size
+    return ctx.new_dynamic_size(max=most if isinstance(most, int) else None)
 
 
 def check_index_tensor(
@@ -250,9 +267,9 @@ def table_gather_permuted(
     Same row width: ``src[i, t] = indices[t * n + i] + R[t]``: the constants copy and an ``add``
     into a contiguous buffer (the transposed view is free).  Otherwise per (``i``, ``t``):
     ``d = (O[t] - D[t]) + idx * C[t] - i * sum(C)`` (``D[t]`` the table's first output column):
-    the constants copy, ``mul``, ``add_``, ``arange``, ``sub_``, the repeats' ``clone``,
-    ``repeat_interleave``, ``arange``, ``add_``.  The index check (:func:`_add_row_check`) comes
-    on top.
+    the constants copy, ``arange`` and ``sub`` (the ``(n, T)`` base), ``addcmul``, the repeats'
+    ``clone``, ``repeat_interleave``, ``arange``, ``add_``.  The index check
+    (:func:`_add_row_check`) comes on top.
     """
     device = indices.device
     n_t = len(rows)
@@ -269,13 +286,15 @@ def table_gather_permuted(
     b = [s - c for s, c in zip(starts, exclusive_cumsum(m), strict=True)]
     meta = torch.tensor([b, m, list(rows)], dtype=torch.int64).to(device)
     _add_row_check(checks, idx2d, meta[2].view(1, -1), arg)
-    d = torch.empty((n, n_t), dtype=torch.int64, device=device)
-    torch.mul(idx2d, meta[1].view(1, -1), out=d)
-    d.add_(meta[0].view(1, -1))
-    d.sub_(torch.arange(0, n * width, width, dtype=torch.int64, device=device).view(-1, 1))
+    # the (n, T) base first: elementwise outputs take the layout of their first full operand,
+    # so d is row-major although idx2d is transposed (an out= would be, in eager only: under
+    # functionalization the result keeps idx2d's strides)
+    row_starts = torch.arange(0, n * width, width, dtype=torch.int64, device=device)
+    base = meta[0].view(1, -1) - row_starts.view(-1, 1)
+    d = torch.addcmul(base, idx2d, meta[1].view(1, -1))
     repeats = meta[1].view(1, -1).expand(n, n_t).reshape(-1)
     total = n * width
-    src = torch.repeat_interleave(d.view(-1), repeats, output_size=total)
+    src = torch.repeat_interleave(d.reshape(-1), repeats, output_size=total)
     return TableGather(src.add_(torch.arange(total, dtype=torch.int64, device=device)), unit)
 
 
@@ -291,10 +310,51 @@ def index_range(checks: DataChecks, indices: torch.Tensor, n: int, arg: str) -> 
     return indices.clamp(0, max(n - 1, 0))
 
 
+class SelectedRows(torch.autograd.Function):
+    """Rows of ``x`` selected by an op, differentiable in ``x``.
+
+    Forward: ``call(x)``, the op itself below autograd (so that a trace records the op, which
+    its fake kernel sizes, not the host reads of its kernel), a list whose first output is
+    ``x.index_select(0, src)`` for a gather index ``src`` the kernel computed, the second the
+    output lengths; the others are not differentiable.  Backward: ``src = index(*saved,
+    out_lengths, num_rows)`` rebuilt from the tensors saved (device ops sized by the output:
+    no sync, traceable), then
+    ``grad_x = zeros_like(x).index_add_(0, src, grad)`` (upstream's ``jagged_index_add`` math:
+    repeated segments add up).
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        x: torch.Tensor,
+        call: Callable[[torch.Tensor], Sequence[torch.Tensor]],
+        index: Callable[..., torch.Tensor],
+        saved: tuple[torch.Tensor, ...],
+    ) -> tuple[torch.Tensor, ...]:
+        outs = tuple(call(x))
+        # the output's size, not the gradient's: traced, the forward's (unbacked) size is what
+        # the partitioner can hand to the backward
+        ctx.index, ctx.x_shape, ctx.num_rows = index, x.shape, outs[0].size(0)
+        ctx.save_for_backward(*saved, outs[1])  # the output lengths
+        ctx.mark_non_differentiable(*outs[1:])
+        ctx.set_materialize_grads(False)  # no zeros for the outputs without a gradient
+        return outs
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor | None, *_: object
+    ) -> tuple[torch.Tensor | None, None, None, None]:
+        if grad is None or not ctx.needs_input_grad[0]:
+            return None, None, None, None
+        src = ctx.index(*ctx.saved_tensors, ctx.num_rows)
+        return grad.new_zeros(ctx.x_shape).index_add_(0, src, grad), None, None, None
+
+
 class GatherRows(torch.autograd.Function):
-    """``out = x.index_select(0, src)`` with ``src`` computed by the forward kernel; the backward
-    scatters: ``grad_x = zeros_like(x).index_add_(0, src, grad_out)`` (upstream's
-    ``jagged_index_add`` math: repeated segments add up).  Extra outputs are not differentiable.
+    """``out = x.index_select(0, src)`` with ``src`` computed by the forward kernel (where that
+    program traces: an output size given, no host read); the backward scatters:
+    ``grad_x = zeros_like(x).index_add_(0, src, grad_out)``.  Extra outputs are not
+    differentiable.
     """
 
     @staticmethod
@@ -308,6 +368,7 @@ class GatherRows(torch.autograd.Function):
         ctx.x_shape = x.shape
         out = x.index_select(0, src)
         ctx.mark_non_differentiable(*extras)
+        ctx.set_materialize_grads(False)  # no zeros for the outputs without a gradient
         return (out, *extras)
 
     @staticmethod
@@ -315,8 +376,7 @@ class GatherRows(torch.autograd.Function):
         ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor | None, *_: object
     ) -> tuple[torch.Tensor | None, ...]:
         (src,) = ctx.saved_tensors
-        n_extra = len(_)
+        nones = [None] * (1 + len(_))
         if grad is None or not ctx.needs_input_grad[0]:
-            return (None, None, *([None] * n_extra))
-        grad_x = grad.new_zeros(ctx.x_shape).index_add_(0, src, grad)
-        return (grad_x, None, *([None] * n_extra))
+            return (None, *nones)
+        return (grad.new_zeros(ctx.x_shape).index_add_(0, src, grad), *nones)

@@ -3,9 +3,10 @@
 Output ``i`` is ``input_group[i].index_select(0, indices_group[i])`` (any rank, any dtype; the
 group may mix dtypes and index types).  Rather than one gather per member, the members of one
 dtype are concatenated (as rows when they share a row width, flat otherwise) and gathered once
-with :func:`._utils.table_gather` (the ``batch_index_select_dim0``
-program); the outputs are views of the one gathered buffer.  The backward scatters every output
-gradient back with one ``index_add_`` per dtype, split into one gradient per input.
+with :func:`._utils.table_gather` (the ``batch_index_select_dim0`` program), and one
+``split_with_sizes_copy`` gives every output its own tensor (views of one buffer would alias each
+other, which a custom op's outputs must not).  The backward scatters every output gradient back
+with one ``index_add_`` per dtype, split into one gradient per input.
 
 Semantics measured on upstream's CPU kernel (fbgemm-gpu-cpu 1.8.0): each member is an
 ``index_select`` (any rank >= 1, zero rows or columns included; an index outside the member's rows
@@ -14,13 +15,14 @@ tensor, and so do we; more index tensors than inputs: upstream reads past the li
 refuse.  An empty group: upstream's dispatcher has no tensor to dispatch on (an error); ours too.
 
 Launches, per distinct input dtype: one member alone is its ``index_select``; more members with
-one row width: inputs ``cat``, indices ``cat``, the row index, the gather; with mixed widths the
-element index instead of the row index.  A member that is not viewable as rows is copied first;
-indices of different dtypes cost nothing more (the indices ``cat`` promotes them in the same
-launch).  The mixed-width case is over the catalogue's target: the inputs must be concatenated
-before one gather can read them all (a fused kernel reading the members in place, as upstream's
-CUDA kernel does, is the remedy).  The backward: ``zeros`` and ``index_add_`` per dtype, after a
-``cat`` of the output gradients.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+one row width: inputs ``cat``, indices ``cat``, the row index, the gather, the split copy; with
+mixed widths the element index instead of the row index.  A member that is not viewable as rows
+is copied first; indices of different dtypes cost nothing more (the indices ``cat`` promotes
+them in the same launch).  The mixed-width case is over the catalogue's target: the inputs must
+be concatenated before one gather can read them all, and the result split into the outputs (a
+fused kernel reading the members in place, as upstream's CUDA kernel does, is the remedy).
+The backward: ``zeros`` and ``index_add_`` per dtype, after a ``cat`` of the output gradients.
+Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -88,13 +90,15 @@ def _plan(inputs: list[torch.Tensor], indices: list[torch.Tensor]) -> Plan:
     checks = DataChecks(GROUP_INDEX_SELECT_DIM0) if validation_enabled() else None
     plans: Plan = []
     for members in by_dtype.values():
-        counts = [indices[i].numel() for i in members]
+        counts = [int(indices[i].numel()) for i in members]
         if sum(counts) == 0:
             empty = torch.zeros(0, dtype=torch.int64, device=inputs[0].device)
             plans.append((members, _u.TableGather(empty, 1)))
             continue
-        rows = [inputs[i].size(0) for i in members]
-        cols = [_row_width(inputs[i]) for i in members]
+        # host constants of the shapes (int(): a traced SymInt specializes, as the plan's
+        # host arithmetic needs concrete sizes)
+        rows = [int(inputs[i].size(0)) for i in members]
+        cols = [int(_row_width(inputs[i])) for i in members]
         if len(members) == 1 and cols[0] > 0:  # the member's own indices gather its rows
             i = members[0]
             if checks is not None:
@@ -119,11 +123,14 @@ def _gather(
         parts = [inputs[i].reshape(-1, plan.unit) for i in members]  # views where strides allow
         source = parts[0] if len(parts) == 1 else torch.cat(parts)
         flat = source.index_select(0, plan.src).view(-1)
-        start = 0
-        for i in members:
-            n = indices[i].numel() * _row_width(inputs[i])
-            results[i] = flat.narrow(0, start, n).view(indices[i].numel(), *inputs[i].shape[1:])
-            start += n
+        # each output its own tensor (narrowed views of one buffer would alias each other):
+        # one split_with_sizes_copy writes them all
+        sizes = [indices[i].numel() * _row_width(inputs[i]) for i in members]
+        parts = [flat] if len(members) == 1 else [flat.new_empty((n,)) for n in sizes]
+        if len(members) > 1:
+            torch.split_with_sizes_copy(flat, sizes, out=parts)
+        for i, part in zip(members, parts, strict=True):
+            results[i] = part.view(indices[i].numel(), *inputs[i].shape[1:])
     return results
 
 

@@ -32,11 +32,15 @@ decrease, a size above the data, reads past ``values``) is refused by folded dev
 
 Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).  An output size not given is
 read back to the host (it is data-dependent), and the data checks ride on that read.  The
-backward of ``jagged_index_select`` launches ``zeros`` and ``index_add_``, the gather index saved
-by the forward.
+backward of ``jagged_index_select`` launches ``zeros`` and ``index_add_`` with the gather index
+the forward saved; without ``num_dense_output_rows`` the forward is the op itself (so that a
+trace records the op, sized by its fake kernel, not the host read) and the backward rebuilds
+the index first.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.nn.functional as nnf
@@ -305,26 +309,56 @@ def jagged_index_select_npu(
     return [values.index_select(0, src), out_lengths]
 
 
+def _select_src(
+    lengths: torch.Tensor,
+    indices: torch.Tensor,
+    out_lengths: torch.Tensor,
+    num_rows: int,
+    *,
+    exact: bool,
+) -> torch.Tensor:
+    """The backward's gather index of ``jagged_index_select`` (the forward checked the data):
+    :func:`_jagged_select_index`'s ``src`` for ``num_rows`` output rows, all of the selected rows
+    when ``exact`` (``repeat_interleave``), a truncated output otherwise (``searchsorted``).
+    Launches: two cumsums, a gather and a difference, the row index (4), then the backward's
+    ``zeros`` and ``index_add_``: 10 in all."""
+    in_incl = torch.cumsum(lengths, 0, dtype=lengths.dtype)
+    out_incl = torch.cumsum(out_lengths, 0, dtype=lengths.dtype)
+    d = in_incl.index_select(0, indices) - out_incl
+    return _u.rows_gather_index(d, out_incl, num_rows, lengths=out_lengths if exact else None)
+
+
 def _jagged_index_select_autograd(
     values: torch.Tensor,
     lengths: torch.Tensor,
     indices: torch.Tensor,
     num_dense_output_rows: int | None = None,
 ) -> list[torch.Tensor]:
-    """AutogradPrivateUse1: differentiable in ``values``; without a tracked gradient it goes
-    straight to the PrivateUse1 kernel."""
+    """AutogradPrivateUse1: differentiable in ``values``.
+
+    With ``num_dense_output_rows`` the kernel's program (no host read: it traces) computes the
+    gather index, which the backward reuses (``zeros``, ``index_add_``).  Without, the output size
+    is read back to the host: the forward is then the op below autograd (its fake kernel sizes a
+    traced call) and the backward rebuilds the index from ``lengths``, ``indices`` and the output
+    lengths (:func:`_select_src`)."""
+    args = (lengths, indices, num_dense_output_rows)
     if not needs_grad(values):
-        args = (values, lengths, indices, num_dense_output_rows)
-        return below_autograd(torch.ops.fbgemm.jagged_index_select, *args)
+        return below_autograd(torch.ops.fbgemm.jagged_index_select, values, *args)
     op = JAGGED_INDEX_SELECT
     values, lengths, indices = _check_jagged_select_args(
         op, values, lengths, indices, num_dense_output_rows
     )
-    src, out_lengths = below_autograd(
-        _jagged_select_index, op, values.detach(), lengths, indices, num_dense_output_rows
-    )
-    out, out_lengths = _u.GatherRows.apply(values, src, out_lengths)
-    return [out, out_lengths]
+    if num_dense_output_rows is not None:
+        src, out_lengths = below_autograd(
+            _jagged_select_index, op, values.detach(), lengths, indices, num_dense_output_rows
+        )
+        return list(_u.GatherRows.apply(values, src, out_lengths))
+
+    def call(x: torch.Tensor) -> list[torch.Tensor]:
+        return below_autograd(torch.ops.fbgemm.jagged_index_select, x, *args)
+
+    index = functools.partial(_select_src, exact=True)
+    return list(_u.SelectedRows.apply(values, call, index, (lengths, indices)))
 
 
 KERNELS = {

@@ -21,11 +21,14 @@ checks (``FBGEMM_NPU_VALIDATE=0`` skips them).
 Launches: segment ids (``arange`` + ``add``), the lengths gather, a cumsum, a gather and a
 difference for ``d``, the row index, one gather per output (weights add theirs); without
 ``selected_lengths_sum`` the size is read back to the host.  The backward launches ``zeros`` and
-``index_add_``, the forward's gather index reused.  Launches and syncs: ``BUDGETS`` in
-``budgets.py`` (docs/ops.md).
+``index_add_``, the forward's gather index reused; without ``selected_lengths_sum`` the forward is
+the op itself (traceable: its fake kernel sizes it) and the backward rebuilds the index first.
+Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -180,6 +183,27 @@ def keyed_jagged_index_select_dim1_npu(
     return out
 
 
+def _keyed_src(
+    lengths: torch.Tensor,
+    offsets: torch.Tensor,
+    indices: torch.Tensor,
+    out_lengths: torch.Tensor,
+    num_rows: int,
+    *,
+    batch_size: int,
+) -> torch.Tensor:
+    """The backward's gather index (the forward checked the data): :func:`_keyed_select_index`'s
+    ``src``, the ``num_rows`` selected values (their sum: exact).  Launches: segment ids
+    (``arange`` + ``add``), a cumsum, a gather and a difference, the row index (4), then the
+    backward's ``zeros`` and ``index_add_``: 11 in all."""
+    num_batches = lengths.numel() // batch_size
+    base = torch.arange(0, num_batches * batch_size, batch_size, device=lengths.device)
+    sel = (base.view(-1, 1) + indices.view(1, -1)).view(-1)
+    out_incl = torch.cumsum(out_lengths, 0, dtype=lengths.dtype)
+    d = offsets[1:].index_select(0, sel) - out_incl
+    return _u.rows_gather_index(d, out_incl, num_rows, lengths=out_lengths)
+
+
 def _keyed_jagged_index_select_dim1_autograd(
     values: torch.Tensor,
     lengths: torch.Tensor,
@@ -190,18 +214,27 @@ def _keyed_jagged_index_select_dim1_autograd(
     selected_lengths_sum: int | None = None,
 ) -> list[torch.Tensor]:
     """AutogradPrivateUse1: differentiable in ``values`` (as upstream's CUDA op; ``weights`` get
-    no gradient)."""
+    no gradient).  With ``selected_lengths_sum`` the kernel's program (no host read: it traces)
+    computes the gather index, which the backward reuses.  Without, the size is read back: the
+    forward is then the op below autograd (its fake kernel sizes a traced call) and the
+    backward rebuilds the index (:func:`_keyed_src`)."""
+    rest = (lengths, offsets, indices, batch_size, weights, selected_lengths_sum)
     if not needs_grad(values):
-        args = (values, lengths, offsets, indices, batch_size, weights, selected_lengths_sum)
-        return below_autograd(torch.ops.fbgemm.keyed_jagged_index_select_dim1, *args)
+        return below_autograd(torch.ops.fbgemm.keyed_jagged_index_select_dim1, values, *rest)
     _check_keyed_args(values, lengths, offsets, indices, batch_size, weights, selected_lengths_sum)
-    args = (values.detach(), lengths, offsets, indices, batch_size, selected_lengths_sum)
-    src, out_lengths = below_autograd(_keyed_select_index, *args)
-    out_weights = None
-    if weights is not None:
-        out_weights = below_autograd(torch.index_select, weights.detach(), 0, src)
-    extras = (out_lengths,) if out_weights is None else (out_lengths, out_weights)
-    return list(_u.GatherRows.apply(values, src, *extras))
+    if selected_lengths_sum is not None:
+        args = (values.detach(), lengths, offsets, indices, batch_size, selected_lengths_sum)
+        src, out_lengths = below_autograd(_keyed_select_index, *args)
+        extras = [out_lengths]
+        if weights is not None:
+            extras.append(below_autograd(torch.index_select, weights.detach(), 0, src))
+        return list(_u.GatherRows.apply(values, src, *extras))
+
+    def call(x: torch.Tensor) -> list[torch.Tensor]:
+        return below_autograd(torch.ops.fbgemm.keyed_jagged_index_select_dim1, x, *rest)
+
+    index = functools.partial(_keyed_src, batch_size=batch_size)
+    return list(_u.SelectedRows.apply(values, call, index, (lengths, offsets, indices)))
 
 
 KERNELS = {

@@ -171,6 +171,11 @@ def lengths_range_out_npu(
     Launches and syncs as :func:`lengths_range_npu`.
     """
     op = LENGTHS_RANGE_OUT
+    t_in, output = _check_out_args(op, output, t_in)
+    return _lengths_range(op, t_in, shape, output)
+
+
+def _check_out_args(op: str, output: object, t_in: object) -> tuple[torch.Tensor, torch.Tensor]:
     t_in = _u.check_index_tensor(op, "t_in", t_in)
     output = check_tensor(op, "output", output)
     check_same_device(op, output=output, t_in=t_in)
@@ -179,7 +184,26 @@ def lengths_range_out_npu(
             f"{op}: argument 'output' must have t_in's dtype "
             f"({dtype_name(t_in.dtype)}), got {dtype_name(output.dtype)}"
         )
-    return _lengths_range(op, t_in, shape, output)
+    return t_in, output
+
+
+def lengths_range_out_fake(
+    output: torch.Tensor, t_in: torch.Tensor, shape: Sequence[int] | None = None
+) -> torch.Tensor:
+    """Fake / Meta kernel of ``lengths_range_out`` (upstream has none; its ``lengths_range``
+    fake is the model): ``output`` resized to ``prod(shape)`` or, without ``shape``, to a
+    data-dependent size (``new_dynamic_size``; 0 for empty lengths), and returned."""
+    op = LENGTHS_RANGE_OUT
+    t_in, output = _check_out_args(op, output, t_in)
+    if shape is not None:
+        size = math.prod(shape)
+    elif t_in.numel() == 0:
+        size = 0
+    else:
+        size = _u.dynamic_size(op, "'shape' omitted")
+    # the kernel returns ``output`` itself, resized: so does the fake (set_ onto a fresh buffer:
+    # resize_ would compare the old size with an unbacked one, a data-dependent guard)
+    return output.set_(output.new_empty((size,)))
 
 
 def segment_sum_csr_npu(
@@ -192,8 +216,9 @@ def segment_sum_csr_npu(
     of its position against the scaled boundaries) and summed with one ``index_add_`` into ``S + 2``
     buckets (the first and last collect the elements before and after the segments).  Integers wrap
     as upstream's do; float16 / bfloat16 accumulate in float32.  Launches: ``mul``, ``arange``,
-    ``searchsorted``, ``zeros``, ``index_add_``, and the two casts of the float32 accumulator for
-    half types.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+    ``searchsorted``, ``zeros``, ``index_add_``, then the inner buckets copied out: a ``clone``,
+    or for half types the cast back (with the cast of the values into the float32 accumulator).
+    Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = SEGMENT_SUM_CSR
     csr = _u.check_index_tensor(op, "csr_seg", csr_seg, ndims=tuple(range(0, 9)))
@@ -224,13 +249,15 @@ def segment_sum_csr_npu(
     bucket = torch.searchsorted(bounds, positions, right=True)  # 0: before, S + 1: after
     src = flat.to(acc) if acc != flat.dtype else flat
     sums = torch.zeros(n_seg + 2, dtype=acc, device=flat.device).index_add_(0, bucket, src)
+    # a fresh tensor, not the slice (storage offset 1, a view of the S + 2 buckets): the cast of
+    # half types makes one, a clone otherwise
     inner = sums[1 : n_seg + 1]
-    return inner.to(values.dtype) if acc != values.dtype else inner
+    return inner.to(values.dtype) if acc != values.dtype else inner.clone()
 
 
 KERNELS = {
     OFFSETS_RANGE: {"PrivateUse1": offsets_range_npu},
     LENGTHS_RANGE: {"PrivateUse1": lengths_range_npu},
-    LENGTHS_RANGE_OUT: {"PrivateUse1": lengths_range_out_npu},
+    LENGTHS_RANGE_OUT: {"PrivateUse1": lengths_range_out_npu, "Meta": lengths_range_out_fake},
     SEGMENT_SUM_CSR: {"PrivateUse1": segment_sum_csr_npu},
 }

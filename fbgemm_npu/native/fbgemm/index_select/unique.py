@@ -9,8 +9,11 @@ kernel computes them:
 
 * ``linear[i] = indices[i] + hsc[feature of i]``; ``U = sorted(unique(linear))``;
 * ``reverse_index`` (int64): ``U[reverse_index[i]] == linear[i]``;
-* ``unique_indices[j] = U[j] - hsc[feature of U[j]]``: equal to ``indices[i]`` wherever
-  ``reverse_index[i] == j``, so it is written by one ``scatter`` of ``indices``;
+* ``unique_indices[j] = U[j] - hsc[owner of U[j]]``, the owner being the last feature whose
+  first id is at most ``U[j]`` (upstream's current kernel: ``delinearize_unique_from_sorted``).
+  It equals ``indices[i]`` wherever ``reverse_index[i] == j`` unless an index passes its own
+  feature's size into the next feature's range (upstream's older kernel scattered ``indices``
+  instead; its newer one, followed here, reads such an id as the next feature's);
 * ``output_lengths`` (``T * B``): group ``g``'s ``total_g`` unique ids (those in
   ``[hsc[hso[g]], hsc[hso[g+1]])``) spread over its ``n_g = (hso[g+1] - hso[g]) * B`` samples, the
   first ``total_g % n_g`` of them getting one more: sample ``i`` of the group gets
@@ -21,13 +24,17 @@ kernel computes them:
 Contract checked on the data (upstream reads out of bounds or races otherwise): ``offsets`` start at
 0, do not decrease and end at ``indices.numel()``; ``hash_size_offsets`` partition ``[0, T]``
 (start at 0, do not decrease, ``hso[T] == T``; upstream's own ``jagged_hash_size_cumsum`` returns
-``arange(T + 1)``), which makes every sample belong to exactly one group.
+``arange(T + 1)``), which makes every sample belong to exactly one group; every linear id lies in
+``[hsc[0], hsc[T])`` with ``hsc[0] >= 0`` (an id outside belongs to no group: the lengths would
+not sum to the unique count; upstream returns garbage there).  Ids of one table's features that
+share a hash range (torchrec's dedup: ``hsc`` repeats) are valid.
 
 Launches: the linearization (``arange``, ``searchsorted``, ``floor_divide``, a gather, ``add``),
-``unique``, the scatter, the lengths (:func:`_group_lengths`) and the offsets (``zero_``,
-``cumsum``); strided ``offsets`` are copied once for ``searchsorted``.  ``unique`` reads the number
-of unique ids back to the host: it sizes the outputs.  Launches and syncs: ``BUDGETS`` in
-``budgets.py`` (docs/ops.md).
+``unique``, the delinearization (:func:`_delinearize`), the lengths (:func:`_group_lengths`) and
+the offsets (``zero_``, ``cumsum``); strided ``offsets`` are copied once for ``searchsorted``.
+``unique`` reads the number of unique ids back to the host: it sizes the outputs; the fake kernel
+(:func:`jagged_unique_indices_fake`) gives it a data-dependent size.  Launches and syncs:
+``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -123,12 +130,13 @@ def jagged_unique_indices_npu(
     device, dtype = idx.device, idx.dtype
     total_b = n_feat * batch
     n_idx = idx.numel()
-    if validation_enabled() and n_feat > 0:
-        checks = DataChecks(JAGGED_UNIQUE_INDICES)
+    checks = DataChecks(JAGGED_UNIQUE_INDICES)
+    validate = validation_enabled() and n_feat > 0
+    if validate:
         _add_checks(checks, hsc, hso, offs, n_idx, n_feat)
-        checks.assert_on_device()
     if n_idx == 0:
-        uniq = idx.new_empty((0,))
+        checks.assert_on_device()
+        keys = uniq = idx.new_empty((0,))
         reverse = torch.empty(0, dtype=torch.int64, device=device)
     else:
         # linearize: element i belongs to sample s = (sample ends at or before i), whose
@@ -137,13 +145,41 @@ def jagged_unique_indices_npu(
         sample = torch.searchsorted(_u.contiguous(offs[1:]), positions, right=True)
         feature = torch.floor_divide(sample, batch)
         linear = idx + hsc.index_select(0, feature)
+        if validate:
+            _add_range_checks(checks, hsc, linear, n_feat)
+        checks.assert_on_device()
         keys, reverse = torch.unique(linear, sorted=True, return_inverse=True)
-        uniq = idx.new_empty(keys.shape).scatter_(0, reverse, idx)
-    lengths = _group_lengths(hsc, hso, keys if n_idx else uniq, n_feat, batch)
+        uniq = _delinearize(hsc, keys, n_feat)
+    lengths = _group_lengths(hsc, hso, keys, n_feat, batch)
     out_offsets = torch.empty(total_b + 1, dtype=dtype, device=device)
     out_offsets[:1].zero_()
     torch.cumsum(lengths, 0, dtype=dtype, out=out_offsets[1:])
     return lengths, out_offsets, uniq, reverse
+
+
+def _add_range_checks(
+    checks: DataChecks, hsc: torch.Tensor, linear: torch.Tensor, n_feat: int
+) -> None:
+    """Every linear id inside ``[hsc[0], hsc[T])``, ``hsc[0] >= 0``: an id past the last
+    feature's range (or before the first) belongs to no group, so the lengths would not sum to
+    the unique count (upstream's CUDA kernel, which also sorts only the bits of ``hsc[T]``,
+    returns garbage there).  With ``hsc[0] >= 0`` an index whose ``idx + hsc[t]`` wraps lands
+    below ``hsc[0]`` and is caught.  Launches: ``aminmax`` and two differences."""
+    low, high = torch.aminmax(linear)
+    what = "argument 'indices' must lie in its feature's hash range (indices + hash_size_cumsum"
+    checks.add(hsc[0], 0, None, "argument 'hash_size_cumsum' must start non-negative")
+    checks.add(low - hsc[0], 0, None, f"{what} >= hash_size_cumsum[0])")
+    checks.add(high - hsc[n_feat], None, -1, f"{what} < hash_size_cumsum[T])")
+
+
+def _delinearize(hsc: torch.Tensor, keys: torch.Tensor, n_feat: int) -> torch.Tensor:
+    """``unique_indices[j] = keys[j] - hsc[owner]``, owner the last feature whose first id is at
+    most ``keys[j]`` (upstream's delinearization: an index past its own feature's size but
+    inside the next one's range reads as the next feature's).  The owner is the number of
+    features after the first whose first id is at most ``keys[j]``: in ``[0, T)`` whatever the
+    data.  Launches: ``searchsorted``, a gather, ``sub``."""
+    owner = torch.searchsorted(_u.contiguous(hsc[1:n_feat]), keys, right=True)
+    return keys - hsc.index_select(0, owner)
 
 
 def _group_lengths(
@@ -171,4 +207,31 @@ def _group_lengths(
     return torch.floor_divide(numer, per_feature[1].view(-1, 1)).view(-1)
 
 
-KERNELS = {JAGGED_UNIQUE_INDICES: {"PrivateUse1": jagged_unique_indices_npu}}
+def jagged_unique_indices_fake(
+    hash_size_cumsum: torch.Tensor,
+    hash_size_offsets: torch.Tensor,
+    offsets: torch.Tensor,
+    indices: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Fake / Meta kernel (upstream has none): lengths ``(T * B,)`` and offsets ``(T * B + 1,)``
+    in the index dtype, ``unique_indices`` of a data-dependent size (``new_dynamic_size``, at
+    most ``indices.numel()``; 0 without indices), ``reverse_index`` int64 like ``indices``."""
+    hsc, _, offs, idx, n_feat, batch = _check_args(
+        hash_size_cumsum, hash_size_offsets, offsets, indices
+    )
+    total_b, n_idx = n_feat * batch, idx.numel()
+    n_unique = 0 if n_idx == 0 else _u.dynamic_size(JAGGED_UNIQUE_INDICES, "unique ids", n_idx)
+    return (
+        idx.new_empty((total_b,)),
+        idx.new_empty((total_b + 1,)),
+        idx.new_empty((n_unique,)),
+        idx.new_empty((n_idx,), dtype=torch.int64),
+    )
+
+
+KERNELS = {
+    JAGGED_UNIQUE_INDICES: {
+        "PrivateUse1": jagged_unique_indices_npu,
+        "Meta": jagged_unique_indices_fake,
+    }
+}
