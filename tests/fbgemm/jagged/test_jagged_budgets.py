@@ -146,18 +146,17 @@ def _dims_cases(
 
 def _cases() -> list[Case]:
     cases = []
-    for op in ("jagged_to_padded_dense", "jagged_to_padded_dense_forward"):
-        cases += _dims_cases(op, _to_dense)
+    cases += _dims_cases("jagged_to_padded_dense_forward", _to_dense)
     for op in ("jagged_1d_to_dense", "jagged_2d_to_dense"):
         cases.append(Case(op, None, partial(_to_dense, op, 1)))
     op = "jagged_to_padded_dense_backward"
     cases.append(Case(op, "strided_grad_output", partial(_to_jagged, op, 1, True, True)))
     cases += _dims_cases(op, _to_jagged, False, True)
-    for op in ("dense_to_jagged", "dense_to_jagged_forward"):
-        for sized, more in ((True, ()), (False, ("no_total_L",))):
-            make = partial(_to_jagged, op, 1, True, sized)
-            cases.append(Case(op, dims_path(1, "strided_dense", *more), make, sized))
-            cases += _dims_cases(op, _to_jagged, False, sized, more=more, sized=sized)
+    op = "dense_to_jagged_forward"
+    for sized, more in ((True, ()), (False, ("no_total_L",))):
+        make = partial(_to_jagged, op, 1, True, sized)
+        cases.append(Case(op, dims_path(1, "strided_dense", *more), make, sized))
+        cases += _dims_cases(op, _to_jagged, False, sized, more=more, sized=sized)
     for op in ELEMENTWISE:
         cases += _dims_cases(op, _elementwise, False, False)
         if "strided_y" in budget_of(f"fbgemm::{op}").paths:
@@ -201,6 +200,23 @@ def test_every_op_and_path_of_the_family_is_measured() -> None:
     assert_every_path_measured("jagged", [(c.qualname, c.path) for c in CASES])
 
 
+# upstream's composites (CompositeImplicitAutograd, no kernel of ours) and the op they call
+COMPOSITES = {"jagged_to_padded_dense": _to_dense, "dense_to_jagged": _to_jagged}
+
+
+@pytest.mark.parametrize("composite", sorted(COMPOSITES))
+@pytest.mark.parametrize("k", DIMS)
+def test_composite_ops_cost_their_forward_op(composite: str, k: int) -> None:
+    """On npu the composite is its forward op: the same launches, nothing more."""
+    make = COMPOSITES[composite]
+    args = (k,) if make is _to_dense else (k, False, True)
+    qualname = f"fbgemm::{composite}_forward"
+    for size in SIZES:
+        c = assert_op_budget(make(composite, *args, size), qualname, path=dims_path(k), exact=True)
+        assert not c.missing_kernels, c.missing_kernels
+        assert [r.op for r in c.calls] == [f"fbgemm.{composite}_forward.default"], c.summary()
+
+
 def _by_dims(qualname: str) -> dict[str, tuple[list[int], list[int]]]:
     """Per group of ``qualname``'s paths with 1, 2 and 3 jagged dims (named by what follows the
     dims: ``""``, ``"no_total_L"``, ``"two_dtypes"``), read from the table: the launches with the
@@ -222,11 +238,13 @@ def test_each_further_jagged_dim_costs_one_index_level() -> None:
     further jagged dim adds one step, the same on every path of every op (a further level of the
     dense index they share) and twice that on the ``two_dtypes`` paths, which build the index
     once per dense input; the data check grows with each dim and, for a number of dims, costs
-    the same in every op (twice that on the ``two_dtypes`` paths)."""
+    the same in every op (twice that on the ``two_dtypes`` paths).  The ops that return the
+    offsets copy each further offsets tensor too: one launch more per dim, not in the checks."""
     steps, checks = {}, {}
     for qualname in sorted({c.qualname for c in CASES}):
         for more, (kernel, check) in _by_dims(qualname).items():
             key, times = (qualname, more), 2 if more.startswith("two_dtypes") else 1
+            kernel = [n - k * _returns_offsets(qualname) for n, k in zip(kernel, DIMS, strict=True)]
             step = kernel[1] - kernel[0]
             assert kernel[2] - kernel[1] == step > 0, (key, kernel)
             assert check[0] < check[1] < check[2], (key, check)
@@ -237,9 +255,15 @@ def test_each_further_jagged_dim_costs_one_index_level() -> None:
     assert len(set(checks.values())) == 1, checks
 
 
+def _returns_offsets(qualname: str) -> bool:
+    """Whether the op returns offsets (``-> (Tensor, Tensor[])``): one clone per jagged dim."""
+    schema = getattr(F, qualname.split("::")[1]).default._schema
+    return len(schema.returns) == 2 and str(schema.returns[1].type) == "List[Tensor]"
+
+
 def test_dense_to_jagged_without_total_l_reads_the_length_back(no_validation: None) -> None:
     """The one sync is the read of ``offsets[-1].max()``, the output length, as upstream's."""
-    case = next(c for c in CASES if c.op == "dense_to_jagged" and c.path == "no_total_L")
+    case = next(c for c in CASES if c.op == "dense_to_jagged_forward" and c.path == "no_total_L")
     c = assert_op_budget(
         case.make(SIZES[0]), case.qualname, path=case.path, sized=False, exact=True
     )

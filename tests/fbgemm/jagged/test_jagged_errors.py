@@ -22,7 +22,9 @@ F = torch.ops.fbgemm
 NPU = "npu"
 # The bad-input lambdas build the rest of their inputs on npu (call_on_npu).
 _V, _O = VALUES.to(NPU), OFFSETS.to(NPU)
-J2D = "fbgemm::jagged_to_padded_dense"
+# Upstream's composites jagged_to_padded_dense / dense_to_jagged run their forward ops (no kernel
+# of ours on them: jagged.py), so their errors name the forward op, which upstream's do too.
+J2D = "fbgemm::jagged_to_padded_dense_forward"
 
 
 def call_on_npu(call: Callable[[], Any]) -> Any:
@@ -96,7 +98,7 @@ def call_on_npu(call: Callable[[], Any]) -> Any:
         ),
         (
             lambda: F.dense_to_jagged(torch.zeros(3, 3), [_O]),
-            "fbgemm::dense_to_jagged: argument 'dense' must be 3-D",
+            "fbgemm::dense_to_jagged_forward: argument 'dense' must be 3-D",
         ),
         (
             lambda: F.dense_to_jagged(torch.zeros(2, 3, 1), [_O]),
@@ -179,7 +181,7 @@ def test_metadata_errors_name_op_and_argument(call: Callable[[], Any], match: st
         # Writes past total_L (upstream writes out of bounds: heap corruption).
         (
             lambda: F.dense_to_jagged(torch.ones(3, 3, 1), [_O], 4),
-            "fbgemm::dense_to_jagged",
+            "fbgemm::dense_to_jagged_forward",
             "x_offsets",
         ),
         (

@@ -1,6 +1,7 @@
-"""The jagged family outside the npu kernels' own path: registration (the composite ops have
-npu kernels of their own), the kernels called directly on CPU tensors (device-generic tensor
-programs give upstream's result there too), and torchrec's ``JaggedTensor`` on npu.
+"""The jagged family outside the npu kernels' own path: registration (the composite ops are
+upstream's, and ``torch.export`` decomposes them on npu as on CPU), the kernels called directly
+on CPU tensors (device-generic tensor programs give upstream's result there too), and torchrec's
+``JaggedTensor`` on npu.
 """
 
 from __future__ import annotations
@@ -20,13 +21,57 @@ _O = OFFSETS.to(NPU)
 # ---- registration and CPU calls ----------------------------------------------------------------
 
 
-def test_composite_ops_have_npu_kernels() -> None:
-    for op in ("jagged_to_padded_dense", "dense_to_jagged"):
+COMPOSITES = ("jagged_to_padded_dense", "dense_to_jagged")
+
+
+def test_composite_ops_are_upstreams() -> None:
+    """Upstream's CompositeImplicitAutograd kernels, no kernel of ours: on npu they run our
+    forward ops (no missing kernel), with or without autograd."""
+    for op in COMPOSITES:
+        name = f"fbgemm::{op}"
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
         for key in ("PrivateUse1", "AutogradPrivateUse1"):
-            assert torch._C._dispatch_has_kernel_for_dispatch_key(f"fbgemm::{op}", key), (op, key)
-    with count() as c:
-        F.dense_to_jagged(torch.ones(3, 3, 1, device=NPU), [_O], 5)
-    assert not c.missing_kernels
+            assert not torch._C._dispatch_has_kernel_for_dispatch_key(name, key), (op, key)
+    for grad, inference in ((False, False), (True, False), (False, True)):
+        dense = torch.ones(3, 3, 1, device=NPU, requires_grad=grad)
+        with torch.inference_mode(inference), count() as c:  # inference: below autograd
+            out, offsets = F.dense_to_jagged(dense, [_O], 5)
+            F.jagged_to_padded_dense(out, offsets, [3], 0.0)
+        assert not c.missing_kernels and offsets[0] is _O  # upstream's composite returns them
+        assert out.requires_grad == grad
+        assert [r.op for r in c.calls if r.depth == 0][-1].startswith("fbgemm.jagged_to_padded")
+
+
+class _ToDenseAndBack(torch.nn.Module):
+    def forward(self, values: torch.Tensor, offsets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        dense = F.jagged_to_padded_dense(values, [offsets], [4], -1.0)
+        return dense, F.dense_to_jagged(dense, [offsets], values.size(0))[0]
+
+
+def _exported(device: str) -> tuple[list[str], list[str], tuple[torch.Tensor, ...]]:
+    """The fbgemm ops of the export and of its decomposition, and the decomposed module's
+    outputs (on the host)."""
+    v, o = jagged(4, 3, 2, seed=3)
+    args = (v.to(device), o.to(device))
+    ep = torch.export.export(_ToDenseAndBack(), args)
+    done = ep.run_decompositions()
+
+    def ops(graph: torch.fx.Graph) -> list[str]:
+        return [str(n.target) for n in graph.nodes if "fbgemm" in str(n.target)]
+
+    outs = tuple(t.cpu() for t in done.module()(*args))
+    return ops(ep.graph), ops(done.graph), outs
+
+
+def test_export_decomposes_the_composites_as_on_cpu() -> None:
+    """``torch.export(...).run_decompositions()`` turns the composites into their forward ops on
+    npu as on CPU (a PrivateUse1 kernel on them would keep them whole), and the decomposed
+    program gives upstream's result."""
+    cpu, npu = _exported("cpu"), _exported(NPU)
+    assert npu[0] == cpu[0] == [f"fbgemm.{op}.default" for op in COMPOSITES]
+    assert npu[1] == cpu[1] == [f"fbgemm.{op}_forward.default" for op in COMPOSITES]
+    for got, expected in zip(npu[2], cpu[2], strict=True):
+        assert torch.equal(got, expected)
 
 
 def test_kernels_run_on_cpu_tensors() -> None:

@@ -81,7 +81,9 @@ def test_padding_out_of_range_with_no_values_raises_like_upstream(
     try:
         expected = F.jagged_to_padded_dense(v, [o], [max_len], pad)
     except RuntimeError:
-        with pytest.raises(ValueError, match="jagged_to_padded_dense: argument 'padding_value'"):
+        with pytest.raises(
+            ValueError, match="jagged_to_padded_dense_forward: argument 'padding_value'"
+        ):
             F.jagged_to_padded_dense(v.to(NPU), [o.to(NPU)], [max_len], pad)
         return
     got = F.jagged_to_padded_dense(v.to(NPU), [o.to(NPU)], [max_len], pad).cpu()
@@ -138,11 +140,18 @@ def test_mul_gradient_with_mixed_dtypes() -> None:
     assert x.grad.cpu().view(-1).tolist() == [1.0, 1.0, 1.0, 1.0, 0.0]
 
 
-def test_stacked_outputs_are_views_of_one_grid() -> None:
-    ln = torch.tensor([[1, 2], [0, 3]])
-    got = F.stacked_jagged_2d_to_dense(torch.ones(6, 2, device=NPU), ln.to(NPU), [0, 3, 6], [2, 3])
-    assert got[0]._base is got[1]._base is not None
-    assert [tuple(t.shape) for t in got] == [(2, 2, 2), (2, 3, 2)]
+@pytest.mark.parametrize("maxl", [[2, 3], [3, 3], [2]])
+def test_stacked_outputs_are_their_own_contiguous_tensors(maxl: list[int]) -> None:
+    """Each key's output is its own contiguous tensor, as upstream's: no two share storage
+    (the schema declares no alias), whatever the keys' max lengths."""
+    ln = torch.tensor([[1, 2], [0, 3]])[: len(maxl)]
+    v = torch.arange(12.0).view(6, 2)
+    expected = F.stacked_jagged_2d_to_dense(v, ln, [0, 3, 6], maxl)
+    got = F.stacked_jagged_2d_to_dense(v.to(NPU), ln.to(NPU), [0, 3, 6], maxl)
+    storages = {t.untyped_storage().data_ptr() for t in got}
+    assert len(storages) == len(got) and all(t.is_contiguous() for t in got)
+    for g, e in zip(got, expected, strict=True):
+        assert torch.equal(g.cpu(), e)
 
 
 def test_stacked_meta_shapes() -> None:

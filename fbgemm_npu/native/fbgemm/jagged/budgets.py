@@ -11,6 +11,9 @@ the tensor it reads or writes) costs 5 launches for one jagged dim, 8 for two an
 each further dim adds a subtract and a floor_divide to it, and the second a cat of the levels'
 checks.  So every ``two_dims`` / ``three_dims`` path has its own ``path_checks``; the
 ``two_dtypes`` paths, which run the kernel and its check once per dense input, twice that.
+The ops that return offsets (``-> (Tensor, Tensor[])``) copy them, a ``clone`` per jagged dim
+(the schemas declare no alias, so an output may not be an input): one launch per dim more than
+their ``_forward`` variants, none in the checks.
 """
 
 from __future__ import annotations
@@ -54,6 +57,13 @@ _JAGGED_OUTPUT = Budget(
     paths={"strided_y": 8, "two_dims": 14, "three_dims": 21},
     path_checks=_DIMS_CHECKS,
 )
+# The same, plus the copy of each offsets tensor returned (one per jagged dim).
+_JAGGED_OUTPUT_OFFSETS = Budget(
+    launches=8,
+    checks=5,
+    paths={"strided_y": 9, "two_dims": 16, "three_dims": 24},
+    path_checks=_DIMS_CHECKS,
+)
 
 # y_0 and y_1 of one dtype and shape are stacked and scattered at once (stack, the index, the
 # zeroed output, one scatter, two adds; a strided y costs nothing more, the stack copies it).
@@ -78,21 +88,37 @@ _DENSE_DENSE = Budget(
         "three_dims_two_dtypes": 20,
     },
 )
-
-# A host-to-device copy of the per-key slice starts and limits, their cat, cumsum and minimum,
-# then the grid index and the padded gather of to_dense, for any number of keys.
-_STACKED = Budget(
+# The same, plus the copy of each offsets tensor returned (one per jagged dim).
+_DENSE_DENSE_OFFSETS = Budget(
     launches=10,
+    checks=5,
+    paths={
+        "two_dims": 18,
+        "three_dims": 26,
+        "two_dtypes": 15,
+        "two_dtypes_strided_y": 17,
+        "two_dims_two_dtypes": 30,
+        "three_dims_two_dtypes": 45,
+    },
+    path_checks=_DENSE_DENSE.path_checks,
+)
+
+# A host-to-device copy of the per-key slice starts and limits and of the grid columns' keys and
+# positions, their cat, cumsum and minimum, two gathers spreading starts and limits over the
+# columns, the grid index (add, compare, fill), the padded gather of to_dense and one split into
+# the keys' own tensors, for any number of keys (T > 1).
+_STACKED = Budget(
+    launches=12,
     checks=5,
     target=8,
     note=(
-        "the per-key slice starts and limits (host lists) cost a host-to-device copy, a cat and "
-        "a minimum; a fused kernel reading them as kernel arguments closes it"
+        "the per-key constants (host lists) cost a host-to-device copy, a cat, a minimum and two "
+        "gathers, and the keys' outputs (each its own tensor) a split copy; a fused kernel "
+        "reading the constants as kernel arguments and writing each key's output closes it"
     ),
 )
 
 BUDGETS: dict[str, Budget] = {
-    "fbgemm::jagged_to_padded_dense": _TO_DENSE,
     "fbgemm::jagged_to_padded_dense_forward": _TO_DENSE,
     "fbgemm::jagged_1d_to_dense": Budget(launches=6, checks=5),
     "fbgemm::jagged_2d_to_dense": Budget(launches=6, checks=5),
@@ -103,35 +129,36 @@ BUDGETS: dict[str, Budget] = {
         paths={"strided_grad_output": 7, "two_dims": 13, "three_dims": 20},
         path_checks=_DIMS_CHECKS,
     ),
-    "fbgemm::dense_to_jagged": _TO_JAGGED,
     "fbgemm::dense_to_jagged_forward": _TO_JAGGED,
     # to_dense of x at y's lengths, then one add (a strided or broadcast y costs nothing more)
     "fbgemm::jagged_dense_elementwise_add": Budget(
         launches=7, checks=5, paths={"two_dims": 14, "three_dims": 21}, path_checks=_DIMS_CHECKS
     ),
-    "fbgemm::jagged_dense_elementwise_mul": _JAGGED_OUTPUT,
+    "fbgemm::jagged_dense_elementwise_mul": _JAGGED_OUTPUT_OFFSETS,
     "fbgemm::jagged_dense_elementwise_mul_forward": _JAGGED_OUTPUT,
-    "fbgemm::jagged_dense_elementwise_add_jagged_output": _JAGGED_OUTPUT,
+    "fbgemm::jagged_dense_elementwise_add_jagged_output": _JAGGED_OUTPUT_OFFSETS,
     # one index for both gradients: the scatter of y and a product for x's, a product into a
-    # padded buffer, its spare row zeroed, and the gather for y's; a strided y is copied once
+    # padded buffer, its spare row zeroed, and the gather for y's; a strided (permuted) y is
+    # copied once to flatten it and once more to give y's gradient y's strides (upstream's Meta)
     "fbgemm::jagged_dense_elementwise_mul_backward": Budget(
         launches=10,
         checks=5,
-        paths={"strided_y": 11, "two_dims": 17, "three_dims": 24},
+        paths={"strided_y": 12, "two_dims": 17, "three_dims": 24},
         path_checks=_DIMS_CHECKS,
     ),
-    "fbgemm::jagged_dense_dense_elementwise_add_jagged_output": _DENSE_DENSE,
+    "fbgemm::jagged_dense_dense_elementwise_add_jagged_output": _DENSE_DENSE_OFFSETS,
     "fbgemm::jagged_dense_dense_elementwise_add_jagged_output_forward": _DENSE_DENSE,
     # the [B, L] index (4), the row gather, the broadcast product, its padding fill, the sum
     "fbgemm::batched_dense_vec_jagged_2d_mul": Budget(launches=8, checks=4),
     "fbgemm::batched_dense_vec_jagged_2d_mul_forward": Budget(launches=8, checks=4),
     "fbgemm::batched_dense_vec_jagged_2d_mul_backward": Budget(
-        launches=13,
+        launches=12,
         checks=4,
         target=10,
         note=(
-            "two gradients on the forward's index: v's (product, padding fill, sum, a copy to "
-            "[B*H, L]) and a's (product, padding fill, zeros, index_put_); a fused kernel closes it"
+            "two gradients on the forward's index: v's (product, padding fill, a sum written in "
+            "v's layout) and a's (product, padding fill, zeros, index_put_); a fused kernel "
+            "closes it"
         ),
     ),
     "fbgemm::stacked_jagged_1d_to_dense": _STACKED,

@@ -22,7 +22,10 @@ does; ``jagged_dense_elementwise_mul_backward`` also float64 (upstream CPU) and 
 Launches: the dense index of :mod:`.jagged` (one level more per further jagged dim), one gather
 or scatter and the elementwise op, plus the on-device data check (``FBGEMM_NPU_VALIDATE=0`` drops
 it); ``dense_dense_add`` stacks ``y_0`` and ``y_1`` of one dtype and shape so that one scatter
-writes both.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+writes both.  The ops returning offsets return copies (a ``clone`` per jagged dim:
+:func:`fresh_offsets`).  Output strides are upstream's Meta kernels' (``y``'s for ``add`` and for
+``mul_backward``'s ``y`` gradient).  Launches and syncs: ``BUDGETS`` in ``budgets.py``
+(docs/ops.md).
 
 Autograd (upstream registers it for all but ``add``, whose CPU kernel still records gradients
 through its inner to_dense; CUDA's too): d/dx of add is to_jagged(grad), d/dy is grad; mul uses
@@ -69,6 +72,16 @@ JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT_FORWARD = (
     "fbgemm::jagged_dense_dense_elementwise_add_jagged_output_forward"
 )
 _GRAD_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def fresh_offsets(x_offsets: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The output offsets: a copy of each input offsets tensor (a ``clone`` per jagged dim).
+
+    Upstream's kernels return the input tensors themselves, but the schemas (``-> (Tensor,
+    Tensor[])``) declare no alias and upstream's Meta kernels return fresh tensors: AOTAutograd
+    refuses a custom op whose output is an input, so ours are copies.
+    """
+    return [o.clone() for o in x_offsets]
 
 
 def _dense_arg(op: str, arg: str, y: object, offsets: list[torch.Tensor]) -> torch.Tensor:
@@ -125,7 +138,12 @@ def jagged_dense_elementwise_add_npu(
             f"{op}: argument 'y' must have {len(x_offsets) + 2} dims for {len(x_offsets)} "
             f"jagged dim(s), got shape {tuple(y.shape)}"
         )
-    return to_dense(op, x, x_offsets, y.shape[1:-1], 0.0, "x_values", "x_offsets") + y
+    dense = to_dense(op, x, x_offsets, y.shape[1:-1], 0.0, "x_values", "x_offsets")
+    if torch.broadcast_shapes(dense.shape, y.shape) != y.shape:  # x's D broadcast over y's 1
+        return dense + y
+    # Upstream's Meta kernel gives y's strides (empty_like(y)): written into them, no launch more.
+    out = torch.empty_like(y, dtype=torch.result_type(dense, y))
+    return torch.add(dense, y, out=out)
 
 
 def jagged_dense_elementwise_mul_forward_npu(
@@ -139,9 +157,9 @@ def jagged_dense_elementwise_mul_forward_npu(
 def jagged_dense_elementwise_mul_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """``(mul_forward(x, offsets, y), x_offsets)``."""
+    """``(mul_forward(x, offsets, y), fresh copies of x_offsets)``."""
     x, jy = _plus_jagged(JAGGED_DENSE_ELEMENTWISE_MUL, x_values, x_offsets, y)
-    return x * jy, list(x_offsets)
+    return x * jy, fresh_offsets(x_offsets)
 
 
 def jagged_dense_elementwise_mul_backward_npu(
@@ -185,15 +203,18 @@ def jagged_dense_elementwise_mul_backward_npu(
     prod = grad.new_empty((total + 1, d))  # row `total`, read by padding positions, is 0
     torch.mul(grad, x, out=prod[:total])
     prod[total].zero_()
-    return grad_x, prod.index_select(0, flat_rows).view(y.shape)
+    grad_y = prod.index_select(0, flat_rows).view(y.shape)
+    # Upstream's Meta kernel gives y's strides (empty_like(y)); a permuted y costs one copy.
+    like_y = torch.empty_like(y)
+    return grad_x, (grad_y if like_y.is_contiguous() else like_y.copy_(grad_y))
 
 
 def jagged_dense_elementwise_add_jagged_output_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """``(x_values + to_jagged(y, T), x_offsets)``."""
+    """``(x_values + to_jagged(y, T), fresh copies of x_offsets)``."""
     x, jy = _plus_jagged(JAGGED_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT, x_values, x_offsets, y)
-    return x + jy, list(x_offsets)
+    return x + jy, fresh_offsets(x_offsets)
 
 
 def jagged_dense_dense_elementwise_add_jagged_output_forward_npu(
@@ -207,10 +228,10 @@ def jagged_dense_dense_elementwise_add_jagged_output_forward_npu(
 def jagged_dense_dense_elementwise_add_jagged_output_npu(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y_0: torch.Tensor, y_1: torch.Tensor
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """``(..._forward(x_values, x_offsets, y_0, y_1), x_offsets)``."""
+    """``(..._forward(x_values, x_offsets, y_0, y_1), fresh copies of x_offsets)``."""
     return _dense_dense_add(
         JAGGED_DENSE_DENSE_ELEMENTWISE_ADD_JAGGED_OUTPUT, x_values, x_offsets, y_0, y_1
-    ), list(x_offsets)
+    ), fresh_offsets(x_offsets)
 
 
 def _dense_dense_add(
@@ -246,13 +267,17 @@ class _Add(torch.autograd.Function):
 
 
 class _Mul(torch.autograd.Function):
+    """``(x * to_jagged(y), *fresh offsets)``; the offsets copies are not differentiable."""
+
     @staticmethod
     def forward(ctx, x, y, *offsets):  # type: ignore[override]
         ctx.save_for_backward(x, y, *offsets)
-        return below_autograd(_F.jagged_dense_elementwise_mul_forward, x, list(offsets), y)
+        out, fresh = below_autograd(_F.jagged_dense_elementwise_mul, x, list(offsets), y)
+        ctx.mark_non_differentiable(*fresh)
+        return (out, *fresh)
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx, grad, *_):  # type: ignore[override]
         x, y, *offsets = ctx.saved_tensors
         # Mixed input dtypes: the gradient has the promoted dtype (upstream's backward raises).
         gx, gy = _F.jagged_dense_elementwise_mul_backward(
@@ -262,7 +287,8 @@ class _Mul(torch.autograd.Function):
 
 
 class _AddJagged(torch.autograd.Function):
-    """Jagged output ``x + to_jagged(y_0) (+ to_jagged(y_1))``: grad to x, to_dense(grad) to y."""
+    """Jagged output ``x + to_jagged(y_0) (+ to_jagged(y_1))`` and fresh offsets: grad to x,
+    to_dense(grad) to each y."""
 
     @staticmethod
     def forward(ctx, x, y0, y1, *offsets):  # type: ignore[override]
@@ -271,12 +297,15 @@ class _AddJagged(torch.autograd.Function):
         ctx.two = y1 is not None
         if y1 is None:
             add = _F.jagged_dense_elementwise_add_jagged_output
-            return below_autograd(add, x, list(offsets), y0)[0]
-        add = _F.jagged_dense_dense_elementwise_add_jagged_output_forward
-        return below_autograd(add, x, list(offsets), y0, y1)
+            out, fresh = below_autograd(add, x, list(offsets), y0)
+        else:
+            add = _F.jagged_dense_dense_elementwise_add_jagged_output
+            out, fresh = below_autograd(add, x, list(offsets), y0, y1)
+        ctx.mark_non_differentiable(*fresh)
+        return (out, *fresh)
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx, grad, *_):  # type: ignore[override]
         offsets = list(ctx.saved_tensors)
         gy = _F.jagged_to_padded_dense_forward(grad, offsets, ctx.lengths, 0.0)
         return (grad, gy, gy if ctx.two else None, *([None] * len(offsets)))
@@ -294,7 +323,8 @@ def _mul_autograd(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     if needs_grad(x_values, y):
-        return _Mul.apply(x_values, y, *x_offsets), list(x_offsets)
+        out, *fresh = _Mul.apply(x_values, y, *x_offsets)
+        return out, fresh
     return below_autograd(_F.jagged_dense_elementwise_mul, x_values, x_offsets, y)
 
 
@@ -302,7 +332,8 @@ def _add_jagged_output_autograd(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y: torch.Tensor
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     if needs_grad(x_values, y):
-        return _AddJagged.apply(x_values, y, None, *x_offsets), list(x_offsets)
+        out, *fresh = _AddJagged.apply(x_values, y, None, *x_offsets)
+        return out, fresh
     return below_autograd(_F.jagged_dense_elementwise_add_jagged_output, x_values, x_offsets, y)
 
 
@@ -310,7 +341,8 @@ def _dense_dense_add_autograd(
     x_values: torch.Tensor, x_offsets: list[torch.Tensor], y_0: torch.Tensor, y_1: torch.Tensor
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     if needs_grad(x_values, y_0, y_1):
-        return _AddJagged.apply(x_values, y_0, y_1, *x_offsets), list(x_offsets)
+        out, *fresh = _AddJagged.apply(x_values, y_0, y_1, *x_offsets)
+        return out, fresh
     return below_autograd(
         _F.jagged_dense_dense_elementwise_add_jagged_output, x_values, x_offsets, y_0, y_1
     )

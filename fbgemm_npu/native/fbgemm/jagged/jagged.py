@@ -27,9 +27,13 @@ once.  ``dense_to_jagged`` without ``total_L`` reads the output length (the data
 ``budgets.py`` (docs/ops.md).
 
 Upstream registers autograd for ``jagged_to_padded_dense_forward``, ``jagged_1d_to_dense``,
-``jagged_2d_to_dense`` and ``dense_to_jagged_forward``; the two composite ops
-(``jagged_to_padded_dense``, ``dense_to_jagged``) are registered here too, so that a call on npu is
-one dispatch and ``info`` lists them.  Gradients: to_dense's is ``jagged_to_padded_dense_backward``
+``jagged_2d_to_dense`` and ``dense_to_jagged_forward``, and so do we.  The two composite ops
+(``jagged_to_padded_dense``, ``dense_to_jagged``) are upstream's ``CompositeImplicitAutograd``
+kernels calling the forward ops, and we register nothing on them: a ``PrivateUse1`` kernel there
+would make torch treat them as fused ops on npu, so ``torch.export(...).run_decompositions()``
+would keep them where it decomposes them on CPU (and ``dense_to_jagged`` would be an op of ours
+returning its input offsets).  On npu they reach our forward kernels through upstream's composite;
+their errors name the forward op.  Gradients: to_dense's is ``jagged_to_padded_dense_backward``
 (to_jagged of the incoming gradient), to_jagged's is ``jagged_to_padded_dense_forward`` of the
 gradient with padding 0, as upstream's.
 

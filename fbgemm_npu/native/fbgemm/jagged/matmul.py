@@ -132,8 +132,11 @@ def batched_dense_vec_jagged_2d_mul_backward_npu(
     g, pad, rows = got
     mask = pad.view(b, length, 1, 1)
     gr = grad.view(b, 1, h, d)
-    v_grad = (g * gr).masked_fill_(mask, 0).sum(-1)  # [B, L, H]
-    v_grad = v_grad.permute(0, 2, 1).reshape(b * h, length)
+    # v's strides, as upstream's Meta kernel (empty_like(v)): the sum over d writes [B, L, H]
+    # straight into the [B, H, L] split of v_grad's rows (a view for any strides of v).
+    v_grad = torch.empty_like(v)
+    prod = (g * gr).masked_fill_(mask, 0)
+    torch.sum(prod, -1, out=v_grad.view(b, h, length).permute(0, 2, 1))
     outer = v.new_empty((b, length, h, d))  # written in place: contiguous, no copy to flatten
     torch.mul(v.reshape(b, h, length).transpose(1, 2).unsqueeze(-1), gr, out=outer)
     outer.masked_fill_(mask, 0)  # padding positions add 0 to row 0

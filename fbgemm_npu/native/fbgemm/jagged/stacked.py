@@ -13,15 +13,19 @@ Reads run past the slice when the lengths say so (upstream does the same: the sl
 reads past ``values`` itself raise.  Lists longer than ``T + 1`` / ``T`` are ignored, as upstream
 does; shorter ones raise (upstream reads past the end of the vector).
 
-How, for all keys at once: one ``[T, B, max(L_t)]`` grid.  The per-key slice starts and limits
-(host data: the int lists) travel in one small host-to-device copy; ``cat`` + ``cumsum`` give every
-row's start, ``minimum`` clips the lengths, and the arange / add / compare / fill / padded gather
-of :func:`.to_dense.to_dense` build the grid.  Key ``t``'s output is the view ``grid[t, :, :L_t]``
-(contiguous when every key has the same max length; a strided view otherwise: upstream's are
-contiguous, the values are the same).  Launches: the copy, cat, cumsum, minimum, arange, add, ge,
-masked_fill_, constant_pad_nd, index_select, whatever T and B, and the data check on top; over the
-catalogue's target because the per-key slice starts and limits cost the copy, the cat and the
-minimum.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+How, for all keys at once: one ``[B, C]`` grid, ``C = sum(L_t)``, key ``t`` owning the columns
+``C_t .. C_t + L_t`` (so no key is padded to the longest).  The per-key slice starts and limits
+and each column's key and position ``j`` (host data: the int lists) travel in one small
+host-to-device copy; ``cat`` + ``cumsum`` give every row's start, ``minimum`` clips the lengths,
+two ``index_select`` spread starts and limits over the columns, then add / compare / fill and the
+padded gather of :func:`.to_dense.to_dense` build the grid, and one ``split_with_sizes_copy``
+cuts it into the T outputs: each its own contiguous tensor, as upstream's (views of one buffer
+would alias each other, which its schema does not allow).  Launches: the copy, cat, cumsum,
+minimum, two index_select, add, ge, masked_fill_, constant_pad_nd, index_select,
+split_with_sizes_copy (none for one key), whatever T and B, and the data check on top; over the
+catalogue's target because the per-key constants cost the copy, the cat, the minimum and the
+spreading, and the split costs a copy.  Launches and syncs: ``BUDGETS`` in ``budgets.py``
+(docs/ops.md).
 
 Values: float32, float16, bfloat16, int32, int64 (1-D for ``_1d``, 2-D for ``_2d``); lengths
 int32 or int64.  Autograd: CUDA registers it for ``stacked_jagged_2d_to_dense`` (its
@@ -47,6 +51,7 @@ from fbgemm_npu.native.fbgemm.jagged._utils import (
     READ_CHECK,
     assert_no_bad,
     check_values,
+    numel_of,
     padding_scalar,
     write_bad,
 )
@@ -109,8 +114,9 @@ def _grid(
     lengths: torch.Tensor,
     maxl: list[int],
     bounds: list[tuple[int, int]],
-) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """``(rows, pad)`` on the ``[T, B, max(L_t)]`` grid; ``None`` when nothing can be read."""
+) -> torch.Tensor | None:
+    """Value rows on the ``[B, C]`` grid (``C = sum(L_t)``: key ``t`` owns the columns
+    ``C_t .. C_t + L_t``), the spare row ``n`` at padding; ``None`` when nothing can be read."""
     t, b = lengths.shape
     n = values.size(0)
     row_numel = values[:1].numel()  # elements per value row (0 when D == 0)
@@ -118,23 +124,44 @@ def _grid(
     limits = [
         m if hi > lo and row_numel > 0 else 0 for m, (lo, hi) in zip(maxl, bounds, strict=True)
     ]
-    if b == 0 or max(maxl) == 0 or max(limits) == 0 or n == 0:
+    if b == 0 or sum(maxl) == 0 or max(limits) == 0 or n == 0:
         return None
-    meta = torch.tensor([[lo for lo, _ in bounds], limits], dtype=lengths.dtype)
-    meta = meta.to(lengths.device)  # one small host-to-device copy of the per-key constants
+    # The host's per-key constants, in one small host-to-device copy: slice starts and limits
+    # (T each), then each grid column's key and position j in the key (C each), built by CPU
+    # tensor ops (no Python loop over the columns).
+    c = sum(maxl)
+    widths = torch.tensor(maxl)
+    col_key = torch.repeat_interleave(torch.arange(t), widths, output_size=c)
+    col_j = torch.arange(c) - torch.repeat_interleave(
+        widths.cumsum(0) - widths, widths, output_size=c
+    )
+    host = torch.cat([torch.tensor([lo for lo, _ in bounds] + limits), col_key, col_j])
+    meta = host.to(lengths.dtype).to(lengths.device)
+    starts0, lim, key, j = meta.split([t, t, c, c])
     # Row starts: an exclusive scan of each key's lengths, seeded with the key's slice start.
-    starts = torch.cat([meta[0].unsqueeze(1), lengths[:, :-1]], dim=1).cumsum(
+    starts = torch.cat([starts0.unsqueeze(1), lengths[:, :-1]], dim=1).cumsum(
         1, dtype=lengths.dtype
     )
-    clipped = torch.minimum(lengths, meta[1].unsqueeze(1))
-    ar = torch.arange(max(maxl), dtype=lengths.dtype, device=lengths.device)
-    idx = starts.unsqueeze(-1) + ar
-    pad = ar >= clipped.unsqueeze(-1)
+    clipped = torch.minimum(lengths, lim.unsqueeze(1))
+    idx = starts.t().index_select(1, key) + j  # [B, C]
+    pad = j >= clipped.t().index_select(1, key)
     rows = idx.masked_fill_(pad, n)  # padding positions read the spare row n
     if validation_enabled():
         bad = [write_bad(rows, pad, n)]
         assert_no_bad(op, bad, f"arguments 'lengths' / 'offset_per_key': {READ_CHECK}")
-    return rows, pad
+    return rows
+
+
+def _split_keys(grid: torch.Tensor, maxl: list[int], inner: tuple[int, ...]) -> list[torch.Tensor]:
+    """Key ``t``'s ``[B, L_t, *inner]`` from the ``[B, C, *inner]`` grid: each its own contiguous
+    tensor, as upstream's (one ``split_with_sizes_copy``; none for one key)."""
+    b, row = grid.size(0), numel_of(inner)
+    if len(maxl) == 1:
+        return [grid.view(b, maxl[0], *inner)]
+    outs = [grid.new_empty((b, m * row)) for m in maxl]
+    widths = [m * row for m in maxl]
+    torch.split_with_sizes_copy(grid.view(b, sum(widths)), widths, dim=1, out=outs)
+    return [o.view(b, m, *inner) for o, m in zip(outs, maxl, strict=True)]
 
 
 def _stacked(
@@ -145,26 +172,24 @@ def _stacked(
     max_lengths_per_key: Sequence[int],
     padding_value: int,
     ndim: int,
-) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor] | None, list[int]]:
-    """The outputs, the grid index (for the backward) and the per-key max lengths."""
+) -> tuple[list[torch.Tensor], torch.Tensor | None, list[int]]:
+    """The outputs, the grid's rows (for the backward) and the per-key max lengths."""
     v, ln, maxl, bounds = _plan(op, values, lengths, offset_per_key, max_lengths_per_key, ndim)
     t, b = ln.shape
     if t == 0:
         return [], None, maxl
     inner = () if ndim == 1 else (v.size(1),)
     pad_value = padding_scalar(float(padding_value), v.dtype)
-    grid = _grid(op, v, ln, maxl, bounds)
-    lmax = max(maxl)
-    if grid is None:
-        out = v.new_full((t, b, lmax, *inner), pad_value)
+    rows = _grid(op, v, ln, maxl, bounds)
+    if rows is None:
+        grid = v.new_full((b, sum(maxl), *inner), pad_value)
     else:
-        rows, _ = grid
         if ndim == 1 or v.size(1) == 1:  # 1-D gathers are far faster than [N, 1] row gathers
             table = F.pad(v.reshape(v.size(0)), (0, 1), value=pad_value)
         else:
             table = F.pad(v, (0, 0, 0, 1), value=pad_value)
-        out = table.index_select(0, rows.reshape(-1)).view(t, b, lmax, *inner)
-    return [out[k, :, : maxl[k]] for k in range(t)], grid, maxl  # views: no launch per key
+        grid = table.index_select(0, rows.reshape(-1)).view(b, sum(maxl), *inner)
+    return _split_keys(grid, maxl, inner), rows, maxl
 
 
 def stacked_jagged_1d_to_dense_npu(
@@ -208,14 +233,13 @@ def stacked_jagged_2d_to_dense_npu(
 class _Stacked2D(torch.autograd.Function):
     """d(out_t)/d(values): each key's gradient scattered back to the rows it read (summed).
 
-    Backward launches (independent of T): ``cat`` of the key gradients, one host-to-device copy
-    of their grid positions and a gather (both skipped when all keys share one max length),
-    ``zeros``, ``index_put_``.
+    Backward launches (independent of T): ``cat`` of the key gradients (none for one key; they
+    are the ``[B, C, D]`` grid of the forward's rows), ``zeros``, ``index_put_``.
     """
 
     @staticmethod
     def forward(ctx, values, lengths, offset_per_key, max_lengths_per_key, padding_value):  # type: ignore[override]
-        outs, grid, maxl = _stacked(
+        outs, rows, maxl = _stacked(
             STACKED_JAGGED_2D_TO_DENSE,
             values,
             lengths,
@@ -224,33 +248,23 @@ class _Stacked2D(torch.autograd.Function):
             padding_value,
             2,
         )
-        ctx.grid, ctx.maxl, ctx.shape = grid, maxl, values.shape
+        ctx.rows, ctx.maxl, ctx.shape = rows, maxl, values.shape
         return tuple(outs)
 
     @staticmethod
     def backward(ctx, *grads):  # type: ignore[override]
         n, d = ctx.shape
         ref = next(g for g in grads if g is not None)
-        if ctx.grid is None:
+        if ctx.rows is None:
             return (ref.new_zeros((n, d)), None, None, None, None)
-        rows, _ = ctx.grid
-        t, b, lmax = rows.shape
-        blocks = [
-            (g if g is not None else ref.new_zeros((b, m, d))).reshape(-1)
+        b = ctx.rows.size(0)
+        blocks = [  # [B, L_t * D] each: their cat is the [B, C, D] grid, rows' layout
+            (g if g is not None else ref.new_zeros((b, m, d))).reshape(b, m * d)
             for g, m in zip(grads, ctx.maxl, strict=True)
         ]
-        flat = torch.cat(blocks).view(-1, d)
-        tgt = rows.reshape(-1)  # padding positions hold the spare row n
-        if any(m != lmax for m in ctx.maxl):
-            pos = torch.cat(  # host-side: grid position of each gradient row, per key block
-                [
-                    ((k * b + torch.arange(b)).unsqueeze(1) * lmax + torch.arange(m)).reshape(-1)
-                    for k, m in enumerate(ctx.maxl)
-                ]
-            )
-            tgt = tgt.index_select(0, pos.to(tgt.device))
-        grad_values = ref.new_zeros((n + 1, d))
-        grad_values.index_put_((tgt,), flat, accumulate=True)
+        flat = (blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1)).view(-1, d)
+        grad_values = ref.new_zeros((n + 1, d))  # row n absorbs the padding positions
+        grad_values.index_put_((ctx.rows.reshape(-1),), flat, accumulate=True)
         return (grad_values[:n], None, None, None, None)
 
 

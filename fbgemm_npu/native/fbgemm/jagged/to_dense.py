@@ -1,5 +1,5 @@
-"""Jagged -> padded dense on npu: ``fbgemm::jagged_to_padded_dense`` (+ ``_forward``),
-``jagged_1d_to_dense`` and ``jagged_2d_to_dense``.
+"""Jagged -> padded dense on npu: ``fbgemm::jagged_to_padded_dense_forward`` (which upstream's
+composite ``jagged_to_padded_dense`` calls), ``jagged_1d_to_dense`` and ``jagged_2d_to_dense``.
 
 The math, dtypes and program are in :mod:`.jagged` (the family's public face for the jagged <->
 dense ops).  The gradient is ``jagged_to_padded_dense_backward`` (:mod:`.to_jagged`) of the
@@ -36,7 +36,6 @@ __all__ = [
     "to_dense",
 ]
 
-JAGGED_TO_PADDED_DENSE = "fbgemm::jagged_to_padded_dense"
 JAGGED_TO_PADDED_DENSE_FORWARD = "fbgemm::jagged_to_padded_dense_forward"
 JAGGED_1D_TO_DENSE = "fbgemm::jagged_1d_to_dense"
 JAGGED_2D_TO_DENSE = "fbgemm::jagged_2d_to_dense"
@@ -119,8 +118,14 @@ def jagged_to_padded_dense_npu(
     max_lengths: Sequence[int],
     padding_value: float = 0.0,
 ) -> torch.Tensor:
-    """``fbgemm::jagged_to_padded_dense`` (upstream: the forward op plus autograd)."""
-    return to_dense(JAGGED_TO_PADDED_DENSE, values, offsets, max_lengths, padding_value)
+    """What ``fbgemm::jagged_to_padded_dense`` runs on npu, without the dispatcher (bench, tests).
+
+    Not registered: upstream's op is ``CompositeImplicitAutograd`` (it calls
+    ``jagged_to_padded_dense_forward``, whose npu kernels these are).  A ``PrivateUse1`` kernel on
+    it would make torch treat the op as fused on npu, so ``torch.export(...).run_decompositions()``
+    would keep it where it decomposes on CPU.
+    """
+    return jagged_to_padded_dense_forward_npu(values, offsets, max_lengths, padding_value)
 
 
 def jagged_1d_to_dense_npu(
@@ -174,11 +179,8 @@ def _autograd(op: str, one_offsets: bool = False) -> Callable[..., torch.Tensor]
     return kernel
 
 
+# fbgemm::jagged_to_padded_dense is not here: see jagged_to_padded_dense_npu.
 KERNELS = {
-    JAGGED_TO_PADDED_DENSE: {
-        "PrivateUse1": jagged_to_padded_dense_npu,
-        "AutogradPrivateUse1": _autograd(JAGGED_TO_PADDED_DENSE),
-    },
     JAGGED_TO_PADDED_DENSE_FORWARD: {
         "PrivateUse1": jagged_to_padded_dense_forward_npu,
         "AutogradPrivateUse1": _autograd(JAGGED_TO_PADDED_DENSE_FORWARD),

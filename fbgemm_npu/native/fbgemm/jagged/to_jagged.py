@@ -1,5 +1,5 @@
-"""Padded dense -> jagged on npu: ``fbgemm::dense_to_jagged`` (+ ``_forward``) and
-``jagged_to_padded_dense_backward``.
+"""Padded dense -> jagged on npu: ``fbgemm::dense_to_jagged_forward`` (which upstream's composite
+``dense_to_jagged`` calls) and ``jagged_to_padded_dense_backward``.
 
 The math, dtypes and program are in :mod:`.jagged` (the family's public face for the jagged <->
 dense ops).  The gradient of ``dense_to_jagged`` is ``jagged_to_padded_dense_forward``
@@ -33,7 +33,6 @@ __all__ = [
 ]
 
 JAGGED_TO_PADDED_DENSE_BACKWARD = "fbgemm::jagged_to_padded_dense_backward"
-DENSE_TO_JAGGED = "fbgemm::dense_to_jagged"
 DENSE_TO_JAGGED_FORWARD = "fbgemm::dense_to_jagged_forward"
 
 
@@ -112,8 +111,12 @@ def dense_to_jagged_forward_npu(
 def dense_to_jagged_npu(
     dense: torch.Tensor, x_offsets: list[torch.Tensor], total_L: int | None = None
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """``fbgemm::dense_to_jagged``: ``(dense_to_jagged_forward(...), x_offsets)``."""
-    return _dense_to_jagged(DENSE_TO_JAGGED, dense, x_offsets, total_L), list(x_offsets)
+    """What ``fbgemm::dense_to_jagged`` runs on npu, without the dispatcher (bench, tests):
+    ``(dense_to_jagged_forward(...), x_offsets)``, upstream's ``CompositeImplicitAutograd``
+    kernel.  Not registered, as ``jagged_to_padded_dense`` (:mod:`.to_dense`): exports decompose
+    it as on CPU, and the input offsets it returns are upstream's composite's, not an output
+    aliasing an input of an op of ours."""
+    return dense_to_jagged_forward_npu(dense, x_offsets, total_L), list(x_offsets)
 
 
 def _dense_to_jagged(
@@ -173,21 +176,9 @@ def _dense_to_jagged_forward_autograd(
     return record_or_run(_DenseToJagged, dense, run, x_offsets)
 
 
-def _dense_to_jagged_autograd(
-    dense: torch.Tensor, x_offsets: list[torch.Tensor], total_L: int | None = None
-) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    def run(d: torch.Tensor, o: list[torch.Tensor]) -> torch.Tensor:
-        return torch.ops.fbgemm.dense_to_jagged(d, o, total_L)[0]
-
-    return record_or_run(_DenseToJagged, dense, run, x_offsets), list(x_offsets)
-
-
+# fbgemm::dense_to_jagged is not here: see dense_to_jagged_npu.
 KERNELS = {
     JAGGED_TO_PADDED_DENSE_BACKWARD: {"PrivateUse1": jagged_to_padded_dense_backward_npu},
-    DENSE_TO_JAGGED: {
-        "PrivateUse1": dense_to_jagged_npu,
-        "AutogradPrivateUse1": _dense_to_jagged_autograd,
-    },
     DENSE_TO_JAGGED_FORWARD: {
         "PrivateUse1": dense_to_jagged_forward_npu,
         "AutogradPrivateUse1": _dense_to_jagged_forward_autograd,
