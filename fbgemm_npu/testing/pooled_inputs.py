@@ -1,14 +1,25 @@
 """Inputs of the pooled family's tests: PermutePooledEmbeddings' index lists, KeyedTensors to
 regroup, pooled outputs spread over two npu devices.  Built on the CPU; :func:`to_npu` moves
-them (:func:`spread` makes them on the devices)."""
+them (:func:`spread` makes them on the devices).  And the fuzz tests' references and programs."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
-__all__ = ["keyed", "kt_permute_args", "pooled_args", "spread", "to_npu"]
+__all__ = [
+    "cross_device_call",
+    "cross_device_reference",
+    "keyed",
+    "kt_permute_args",
+    "multi_reference",
+    "pooled_args",
+    "regroup_reference",
+    "spread",
+    "to_npu",
+]
 
 F = torch.ops.fbgemm
 
@@ -62,3 +73,84 @@ def spread(n: int, batch: int, dim: int, devices: tuple[int, ...] = (0, 1)) -> l
         torch.randn(batch, dim, generator=gen).to(f"npu:{devices[k % len(devices)]}")
         for k in range(n)
     ]
+
+
+# --- programs and references of the fuzz tests (tests/fuzz/test_fuzz_pooled.py) --------------
+
+
+def multi_reference(
+    pooled_embs: list[torch.Tensor],
+    permutes: torch.Tensor,
+    in_shapes: torch.Tensor,
+    out_shapes: torch.Tensor,
+    out_lengths: list[int],
+    reverse: bool = False,
+) -> list[torch.Tensor]:
+    """``permute_multi_embedding(_function)`` row by row: ``out[o][:, oo:oo+n] =
+    in[i][:, io:io+n]`` for each row ``[i, o, io, oo, n, next]``; ``reverse`` adds back (a key
+    read twice gets the sum), columns no row writes are 0.  Inputs are read as ``(B, -1)`` from
+    their first ``B = pooled_embs[0].size(0)`` rows; differentiable (slices and adds)."""
+    b = pooled_embs[0].shape[0]
+    xs = [t[:b].reshape(b, math.prod(t.shape[1:])) for t in pooled_embs]
+    outs = [xs[0].new_zeros((b, n)) for n in out_lengths]
+    if outs:  # every input in the graph: the gradient of a column no row reads is 0, not None
+        outs[0] = outs[0] + sum(x[:, :0].sum() for x in xs)
+    for i, o, io, oo, n, _ in permutes.tolist():
+        if reverse:
+            outs[i] = outs[i].index_add(1, torch.arange(io, io + n), xs[o][:, oo : oo + n])
+        else:
+            outs[o] = outs[o].index_copy(1, torch.arange(oo, oo + n), xs[i][:, io : io + n])
+    return outs
+
+
+def regroup_reference(
+    pooled_embs: list[torch.Tensor],
+    keys: list[list[str]],
+    lengths: list[list[int]],
+    groups: list[list[str]],
+) -> list[torch.Tensor]:
+    """``regroup_keyed_tensor``: upstream's ``kt_regroup_arguments`` rows, then
+    :func:`multi_reference`."""
+    permutes, in_shapes, out_shapes, out_lengths = F.kt_regroup_arguments(
+        torch.zeros(1), keys, lengths, groups
+    )
+    return multi_reference(pooled_embs, permutes, in_shapes, out_shapes, list(out_lengths))
+
+
+def _resolved(target: torch.device | str) -> torch.device:
+    target = torch.device(target)
+    if target.type != "cpu" and target.index is None:
+        return torch.device(target.type, torch.npu.current_device())
+    return target
+
+
+def cross_device_call(
+    op: str, tensors: list[torch.Tensor], target: torch.device | str, *rest: int
+) -> tuple[Any, bool, bool]:
+    """``fbgemm::<op>(tensors, [uncat_dim_size,] target, [cat_dim])`` and two facts a value
+    comparison cannot see: every output lies on ``target``, and none shares memory with an
+    input (the schemas declare no alias)."""
+    fn = getattr(F, op)
+    out = (
+        fn(tensors, rest[0], target, *rest[1:])
+        if op == "merge_pooled_embeddings"
+        else fn(tensors, target)
+    )
+    outs = out if isinstance(out, list) else [out]
+    on_target = all(o.device == _resolved(target) for o in outs)
+    ptrs = {t.untyped_storage().data_ptr() for t in tensors if t.numel()}
+    fresh = not any(o.untyped_storage().data_ptr() in ptrs for o in outs if o.numel())
+    return out, on_target, fresh
+
+
+def cross_device_reference(
+    op: str, tensors: list[torch.Tensor], target: torch.device | str, *rest: int
+) -> tuple[Any, bool, bool]:
+    """Upstream's CPU kernel of ``op`` with a CPU target (the values; its CPU
+    ``all_to_one_device`` returns the inputs themselves, here copies)."""
+    cpu = torch.device("cpu")
+    if op == "merge_pooled_embeddings":
+        return F.merge_pooled_embeddings(tensors, rest[0], cpu, *rest[1:]), True, True
+    if op == "all_to_one_device":
+        return [t.clone() for t in F.all_to_one_device(tensors, cpu)], True, True
+    return F.sum_reduce_to_one(tensors, cpu), True, True

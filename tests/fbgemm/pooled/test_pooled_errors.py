@@ -257,3 +257,37 @@ def test_cross_device_bad_inputs() -> None:
         F.merge_pooled_embeddings(
             [ts[0], torch.zeros(2, 4, device=NPU)], 2, torch.device(NPU, 0), 0
         )
+
+
+def test_merge_refuses_floats_after_an_int_first_input() -> None:
+    """cat into the first input's int32 raises a TypeError of torch's that named neither op nor
+    argument (found by tests/fuzz/test_fuzz_pooled.py)."""
+    xs = [torch.ones(2, 2, dtype=torch.int32, device=NPU), torch.ones(2, 3, device=f"{NPU}:1")]
+    with pytest.raises(
+        ValueError, match="merge_pooled_embeddings: argument 'pooled_embeddings' cannot be concat"
+    ):
+        F.merge_pooled_embeddings(xs, 2, torch.device(NPU, 0))
+
+
+@pytest.mark.parametrize(
+    ("op", "where", "arg"),
+    [
+        ("all_to_one_device", 0, "a copy of 'input_tensors\\[0\\]'"),
+        ("all_to_one_device", 1, "a copy of 'input_tensors\\[0\\]'"),
+        ("sum_reduce_to_one", 0, "a copy of 'input_tensors\\[0\\]'"),
+        ("merge_pooled_embeddings", 1, "a copy of 'pooled_embeddings\\[0\\]'"),
+        ("merge_pooled_embeddings", 0, "the concatenation along cat_dim=1"),
+    ],
+)
+def test_cross_device_output_that_cannot_be_allocated(op: str, where: int, arg: str) -> None:
+    """An expanded input (stride 0: 2**40 elements in 4 bytes) copied out in full: an error
+    naming the op and the input, not the allocator's (found by tests/fuzz/test_fuzz_pooled.py)."""
+    huge = torch.ones(1, 1, device=f"{NPU}:{where}").expand(2**20, 2**20)
+    target = torch.device(NPU, 0)
+    call = {
+        "all_to_one_device": lambda: F.all_to_one_device([huge], target),
+        "sum_reduce_to_one": lambda: F.sum_reduce_to_one([huge, huge], target),
+        "merge_pooled_embeddings": lambda: F.merge_pooled_embeddings([huge, huge], 1, target),
+    }[op]
+    with pytest.raises(RuntimeError, match=f"{op}: {arg} .*cannot be allocated"):
+        call()

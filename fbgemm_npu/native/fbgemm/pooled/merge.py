@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import torch
 
-from fbgemm_npu.native._checks import check_tensor
+from fbgemm_npu.native._checks import allocation_of, check_tensor
 
 __all__ = [
     "KERNELS",
@@ -95,13 +95,17 @@ def merge_pooled_embeddings_npu(
     each input (the caller asked for host memory).  Launches and syncs: ``BUDGETS`` in
     ``budgets.py`` (docs/ops.md).
     """
-    inputs, kind = _inputs(MERGE_POOLED_EMBEDDINGS, "pooled_embeddings", pooled_embeddings)
-    target = _target(MERGE_POOLED_EMBEDDINGS, target_device, kind, allow_cpu=True)
-    moved = [t if t.device == target else t.to(target) for t in inputs]
+    op = MERGE_POOLED_EMBEDDINGS
+    inputs, kind = _inputs(op, "pooled_embeddings", pooled_embeddings)
+    target = _target(op, target_device, kind, allow_cpu=True)
+    moved = _moved(op, "pooled_embeddings", inputs, target)
     out = torch.empty(0, dtype=moved[0].dtype, device=target)
     try:
-        return torch.cat(moved, dim=cat_dim, out=out)
-    except (RuntimeError, IndexError) as exc:  # shapes, ranks, cat_dim or dtypes that disagree
+        with allocation_of(op, f"the concatenation along cat_dim={cat_dim}"):
+            return torch.cat(moved, dim=cat_dim, out=out)
+    except (RuntimeError, IndexError, TypeError) as exc:  # shapes, ranks, cat_dim, dtypes
+        if str(exc).startswith(op):  # allocation_of's: says it already
+            raise
         raise ValueError(
             f"{MERGE_POOLED_EMBEDDINGS}: argument 'pooled_embeddings' cannot be concatenated along "
             f"cat_dim={cat_dim} into {moved[0].dtype}: {exc}"
@@ -119,7 +123,7 @@ def all_to_one_device_npu(
     """
     inputs, kind = _inputs(ALL_TO_ONE_DEVICE, "input_tensors", input_tensors)
     target = _target(ALL_TO_ONE_DEVICE, target_device, kind)
-    return [t.clone() if t.device == target else t.to(target) for t in inputs]
+    return _moved(ALL_TO_ONE_DEVICE, "input_tensors", inputs, target, fresh=True)
 
 
 def sum_reduce_to_one_npu(
@@ -151,10 +155,23 @@ def sum_reduce_to_one_npu(
                 f"not broadcast to input_tensors[0]'s shape {tuple(first.shape)}"
             )
     # A copy even on the target: the inputs are the caller's and are not written to.
-    acc = inputs[0].to(target, copy=True)
-    for t in inputs[1:]:
-        acc.add_(t if t.device == target else t.to(target))
+    acc = _moved(op, "input_tensors", inputs[:1], target, fresh=True)[0]
+    for k, t in enumerate(inputs[1:], 1):
+        acc.add_(t if t.device == target else _moved(op, f"input_tensors[{k}]", [t], target)[0])
     return acc
+
+
+def _moved(
+    op: str, arg: str, inputs: Sequence[torch.Tensor], target: torch.device, fresh: bool = False
+) -> list[torch.Tensor]:
+    """Each input on ``target`` (copied there; ``fresh``: copied even when it is there), an
+    allocation failure named after the input (an expanded input copies out in full)."""
+    out = []
+    for k, t in enumerate(inputs):
+        name = arg if len(inputs) == 1 and arg.endswith("]") else f"{arg}[{k}]"
+        with allocation_of(op, f"a copy of '{name}' (shape {tuple(t.shape)}) on {target}"):
+            out.append(t.to(target) if t.device != target else t.clone() if fresh else t)
+    return out
 
 
 KERNELS = {
