@@ -72,6 +72,53 @@ BAD_BLOCK: list[tuple[str, dict[str, Any], type[Exception], str]] = [
         RuntimeError,
         r"'total_num_blocks' must be positive where block_sizes is 0",
     ),
+    # found by tests/fuzz/test_fuzz_bucketize.py: int32 sums that wrap, block sizes upstream's
+    # b * G overflows with (or that are negative), boundaries out of (unsigned) order
+    (
+        "int32 lengths wrap",
+        {"lengths": torch.tensor([2**31 - 1, 2**31 - 1, 17, 0, 0, 0, 0, 0], dtype=I32)},
+        RuntimeError,
+        r"'lengths' must be non-negative and sum to indices.numel\(\) = 15",
+    ),
+    (
+        "block size negative",
+        {"block_sizes": torch.tensor([5, -15, 10, 20], dtype=I32)},
+        RuntimeError,
+        r"block_bucketize_sparse_features: .*'block_sizes' must be in \[0, 1073741823\]",
+    ),
+    (
+        "block size times my_size overflows",
+        {"block_sizes": torch.tensor([5, 2**30, 10, 20], dtype=I32)},
+        RuntimeError,
+        r"'block_sizes' must be in \[0, 1073741823\] \(b \* my_size <= 2147483647\)",
+    ),
+    (
+        "block size times total_num_blocks overflows",
+        {
+            "block_sizes": torch.tensor([5, 2**29, 10, 20], dtype=I32),
+            "total_num_blocks": torch.tensor([2, 4, 2, 2], dtype=I32),
+        },
+        RuntimeError,
+        r"'block_sizes' must be non-negative with b \* total_num_blocks <= 2147483647",
+    ),
+    (
+        "boundaries unsorted",
+        {"block_bucketize_pos": [torch.tensor(v, dtype=I32) for v in ([0, 9], [0, 9, 5]) * 2]},
+        RuntimeError,
+        r"'block_bucketize_pos' must hold each feature's boundaries sorted",
+    ),
+    (
+        "boundaries unsorted as unsigned",  # -1 is the largest unsigned value
+        {"block_bucketize_pos": [torch.tensor([0, -1, 5], dtype=I32)] * 4},
+        RuntimeError,
+        r"'block_bucketize_pos' must hold each feature's boundaries sorted",
+    ),
+    (
+        "my_size past the index dtype",
+        {"my_size": 2**31},
+        ValueError,
+        r"'my_size' must be at most 2147483647 with int32 indices, got 2147483648",
+    ),
     # metadata errors
     (
         "lengths not a multiple of features",
@@ -238,6 +285,22 @@ BAD_CYCLIC: list[tuple[str, dict[str, Any], type[Exception], str]] = [
     ),
     ("negative length", {"lengths": torch.tensor([2, -1, 2])}, RuntimeError, r"'lengths'"),
     ("my_size", {"my_size": -2}, ValueError, r"'my_size' must be at least 1, got -2"),
+    (
+        "int64 lengths wrap",
+        {"lengths": torch.tensor([2**63 - 1, 2**63 - 1, 5])},
+        RuntimeError,
+        r"'lengths' must be non-negative and sum to indices.numel\(\) = 3",
+    ),
+    (
+        "my_size past the index dtype",
+        {
+            "lengths": torch.ones(3, dtype=I32),
+            "indices": torch.tensor([5, -7, 9], dtype=I32),
+            "my_size": 2**31,
+        },
+        ValueError,
+        r"'my_size' must be at most 2147483647 with int32 indices",
+    ),
 ]
 
 
@@ -270,6 +333,43 @@ def test_direct_call_rejects_non_tensors() -> None:
             torch.ones(1),
             2,
         )
+
+
+def test_int64_counts_that_wrap_are_refused() -> None:
+    """int64 lengths and VBE batch sizes at 2**63 - 1 sum to a wrapped value equal to the
+    expected one; the kernel then read them as row counts (the batch sizes: a segfault)."""
+    top = 2**63 - 1
+    kw = docs_example(lengths=torch.tensor([top, top, 17, 0, 0, 0, 0, 0]))
+    with pytest.raises(RuntimeError, match=r"'lengths' must be non-negative and sum to"):
+        F.block_bucketize_sparse_features(**kw)
+    kw = docs_example(
+        lengths=torch.tensor([0, 2, 1, 3, 2, 3, 3, 1]),
+        batch_size_per_feature=torch.tensor([top, top, 10, 0]),
+    )
+    with pytest.raises(RuntimeError, match=r"'batch_size_per_feature' must be non-negative and"):
+        F.block_bucketize_sparse_features(**kw)
+
+
+@pytest.mark.parametrize("op", ["block_bucketize_sparse_features", "bucketize_sparse_features"])
+def test_my_size_too_large_to_allocate(op: str) -> None:
+    """new_lengths has lengths.numel() * my_size elements: past int64 a ValueError, past the
+    device's memory a RuntimeError, both naming my_size (the allocator's errors did not)."""
+    lengths, x = torch.tensor([0, 2, 1, 3, 2, 3, 3, 1], device=NPU), torch.arange(15, device=NPU)
+    blocks = torch.zeros(4, dtype=I64, device=NPU)  # b * my_size fits for any my_size
+    for my_size, exc, match in (
+        (2**62, ValueError, r"'my_size' = 4611686018427387904 is too large: new_lengths of"),
+        (
+            2**42,
+            RuntimeError,
+            r"'my_size' = 4398046511104: new_lengths of lengths.numel\(\) "
+            r"\* my_size = 8 \* 4398046511104 elements cannot be allocated",
+        ),
+    ):
+        with pytest.raises(exc, match=rf"^fbgemm::{op}: argument {match}"):
+            if op == "bucketize_sparse_features":
+                F.bucketize_sparse_features(lengths, x, False, my_size)
+            else:
+                F.block_bucketize_sparse_features(lengths, x, False, False, blocks, my_size)
 
 
 def test_validation_off_still_checks_metadata(no_validation: None) -> None:

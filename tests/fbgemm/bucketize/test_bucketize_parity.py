@@ -221,3 +221,33 @@ def test_second_device() -> None:
     assert all(t.device == torch.device("npu:1") for t in out if t is not None)
     cpu = {k: on_device(v, "cpu") for k, v in kw.items()}
     assert_same_outputs(out, F.block_bucketize_sparse_features(**cpu))
+
+
+@pytest.mark.parametrize("dtype", [I32, I64])
+def test_sizes_at_the_index_dtype_bounds(dtype: torch.dtype) -> None:
+    """Found by tests/fuzz/test_fuzz_bucketize.py: ``total_num_blocks = 2**(bits - 2)`` (its
+    unsigned-division constants overflowed: negative ids got new indices off by ``2**bits /
+    G``), block sizes at ``max // G``, indices at the dtype's ends: as upstream."""
+    bits, info = torch.iinfo(dtype).bits, torch.iinfo(dtype)
+    top = info.max
+    x = torch.tensor([info.min, info.min + 7, -5, -1, 0, 3, top - 2, top], dtype=dtype)
+    calls = [
+        {"block_sizes": [1, 1], "my_size": 2, "total_num_blocks": [2 ** (bits - 2)] * 2},
+        {"block_sizes": [1, 0], "my_size": 4, "total_num_blocks": [2 ** (bits - 2), 2**20]},
+        {"block_sizes": [top // 6] * 2, "my_size": 6},
+        {"block_sizes": [top // 12, 1], "my_size": 3, "total_num_blocks": [12, top // 3 * 3]},
+    ]
+    for call in calls:
+        kw: dict[str, Any] = {
+            "lengths": torch.tensor([3, 5], dtype=I32),
+            "indices": x,
+            "bucketize_pos": True,
+            "sequence": True,
+            **{
+                k: torch.tensor(v, dtype=dtype) if isinstance(v, list) else v
+                for k, v in call.items()
+            },
+        }
+        expected = F.block_bucketize_sparse_features(**kw)
+        got = F.block_bucketize_sparse_features(**{k: on_device(v, NPU) for k, v in kw.items()})
+        assert_same_outputs(got, expected)

@@ -81,7 +81,7 @@ def test_unsigned_divmod_matches_python(dtype: torch.dtype) -> None:
     vals = [info.min, info.max, -1, 0, 1] + [rng.randint(info.min, info.max) for _ in range(200)]
     x = torch.tensor(vals, dtype=dtype)
     neg = x < 0
-    divisors = [1, 2, 3, 7, 8, 1000003, 2 ** (bits - 2) + 5]
+    divisors = [1, 2, 3, 7, 8, 1000003, 2 ** (bits - 2) + 5, 2 ** (bits - 2), info.max]
     for d in divisors:
         q, r = ub.udivmod(x, neg, d)
         assert r is not None

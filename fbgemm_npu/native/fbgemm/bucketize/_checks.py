@@ -19,10 +19,19 @@ from fbgemm_npu.native._checks import (
     check_same_device,
     check_same_dtype,
     check_tensor,
+    dtype_name,
     validation_enabled,
 )
 
-__all__ = ["check_block", "check_common", "check_sizes", "validate", "validate_block"]
+__all__ = [
+    "check_block",
+    "check_common",
+    "check_sizes",
+    "new_lengths",
+    "validate",
+    "counts_sum_to",
+    "validate_block",
+]
 
 Opt = torch.Tensor | None
 
@@ -50,25 +59,56 @@ def check_common(
         check_dtype(op, "weights", check_tensor(op, "weights", weights), weight_dtypes)
     check_same_device(op, weights=weights, **tensors)
     check_dtype(op, "lengths", tensors["lengths"], INDEX_DTYPES)  # type: ignore[arg-type]
-    check_dtype(op, "indices", tensors["indices"], INDEX_DTYPES)  # type: ignore[arg-type]
+    indices = check_dtype(op, "indices", tensors["indices"], INDEX_DTYPES)  # type: ignore[arg-type]
     if int(my_size) < 1:
         raise ValueError(f"{op}: argument 'my_size' must be at least 1, got {my_size}")
+    top = torch.iinfo(indices.dtype).max
+    if int(my_size) > top:  # a bucket id is an index (bucket_mapping, the division by my_size)
+        raise ValueError(
+            f"{op}: argument 'my_size' must be at most {top} with "
+            f"{dtype_name(indices.dtype)} indices, got {my_size}"
+        )
+
+
+def new_lengths(op: str, lengths: torch.Tensor, my_size: int) -> torch.Tensor:
+    """The zeroed ``new_lengths`` output (``lengths.numel() * my_size`` counts, ``lengths``'
+    dtype and device); a size that overflows or cannot be allocated is an error naming
+    ``my_size`` instead of the allocator's.  One launch (the fill)."""
+    rows, p_size = lengths.numel(), int(my_size)
+    size = rows * p_size
+    what = f"new_lengths of lengths.numel() * my_size = {rows} * {p_size} elements"
+    if size > torch.iinfo(torch.int64).max:
+        raise ValueError(f"{op}: argument 'my_size' = {p_size} is too large: {what}")
+    try:
+        return torch.zeros(size, dtype=lengths.dtype, device=lengths.device)
+    except RuntimeError as error:  # out of device (or host) memory
+        raise RuntimeError(
+            f"{op}: argument 'my_size' = {p_size}: {what} cannot be allocated ({error})"
+        ) from error
+
+
+def counts_sum_to(t: torch.Tensor, total: int) -> list[torch.Tensor]:
+    """Bool conditions: every element of ``t`` in ``[0, total]``, and their sum ``total``
+    (``clamp``, ``eq``, ``sum``, ``eq``).  The bound makes the sum exact: int64 counts at
+    ``2**63 - 1`` sum to a wrapped value (``[2**63 - 1, 2**63 - 1, 2]`` to 0)."""
+    return [torch.eq(t.clamp(0, total), t), torch.eq(t.sum(), total)]
 
 
 def validate(
-    op: str, lengths: torch.Tensor, num_indices: int, extra: list[tuple[torch.Tensor, str]]
+    op: str, lengths: torch.Tensor, num_indices: int, extra: list[tuple[list[torch.Tensor], str]]
 ) -> None:
-    """One device-side check: ``lengths >= 0`` summing to ``num_indices``, plus ``extra``
-    (0-D bool, description) conditions.  Launches: ``ge``, ``all``, ``sum``, ``eq``,
-    ``logical_and`` and ``_assert_async``, plus a ``logical_and`` per extra condition (and the
-    condition's own); none when ``FBGEMM_NPU_VALIDATE=0``."""
+    """One device-side check: ``lengths`` non-negative summing to ``num_indices``, plus
+    ``extra`` (bool tensors of any shape, description) conditions, all joined by one ``cat``
+    and one ``all``.  Launches: ``clamp``, ``eq``, ``sum``, ``eq``, ``cat``, ``all`` and
+    ``_assert_async``, plus the extra conditions' own; none when ``FBGEMM_NPU_VALIDATE=0``."""
     if not validation_enabled():
         return
-    ok = torch.logical_and(torch.ge(lengths, 0).all(), torch.eq(lengths.sum(), num_indices))
+    conds = counts_sum_to(lengths, num_indices)
     what = [f"argument 'lengths' must be non-negative and sum to indices.numel() = {num_indices}"]
-    for cond, text in extra:
-        ok = torch.logical_and(ok, cond)
+    for more, text in extra:
+        conds.extend(more)
         what.append(text)
+    ok = torch.cat([c.reshape(-1) for c in conds]).all()
     check_on_device(op, ok, "; ".join(what))
 
 
@@ -81,28 +121,45 @@ def validate_block(
     batch: Opt,
     total: Opt,
     local_blocks: Opt,
+    keys: Opt,
 ) -> None:
     """:func:`validate` of a block op call (flat ``lengths``, ``block_sizes``,
-    ``batch_size_per_feature``, ``total_num_blocks`` and its ``total // my_size``): VBE batch
-    sizes non-negative and summing to ``lengths.numel()``, ``total_num_blocks`` positive
-    multiples of ``my_size`` (uniform blocks) or positive where ``block_sizes`` is 0."""
-    extra: list[tuple[torch.Tensor, str]] = []
-    check = validation_enabled()
+    ``batch_size_per_feature``, ``total_num_blocks`` and its ``total // my_size``, the boundary
+    keys of :func:`._utils.prepare_boundaries` with variable blocks): VBE batch sizes
+    non-negative and summing to ``lengths.numel()``; uniform blocks (``keys`` None): block sizes
+    ``b`` with ``0 <= b * G <= max`` of the index dtype (``G``: ``total_num_blocks`` or
+    ``my_size``; past it upstream's ``b * G`` is a signed overflow) and ``total_num_blocks``
+    positive multiples of ``my_size``; variable blocks: each feature's boundaries sorted (as
+    unsigned: upstream's binary search) and ``total_num_blocks`` positive where ``block_sizes``
+    is 0."""
+    if not validation_enabled():
+        return
+    extra: list[tuple[list[torch.Tensor], str]] = []
     n = lengths.numel()
-    if batch is not None and check:
-        ok = torch.logical_and(torch.ge(batch, 0).all(), torch.eq(batch.sum(), n))
-        what = (
-            "argument 'batch_size_per_feature' must be non-negative and sum to "
-            f"lengths.numel() = {n}"
-        )
-        extra.append((ok, what))
-    if local_blocks is not None and check:
-        ok = torch.eq(torch.mul(local_blocks.clamp(min=1), my_size), total).all()
+    if batch is not None:
+        what = "argument 'batch_size_per_feature' must be non-negative and sum to lengths.numel()"
+        extra.append((counts_sum_to(batch, n), f"{what} = {n}"))
+    top = torch.iinfo(blocks.dtype).max
+    if keys is None and local_blocks is None:
+        ok = torch.eq(blocks.clamp(0, top // my_size), blocks)
+        what = f"argument 'block_sizes' must be in [0, {top // my_size}] (b * my_size <= {top})"
+        extra.append(([ok], what))
+    elif keys is None:
+        assert local_blocks is not None and total is not None
+        g = torch.mul(local_blocks.clamp(min=1), my_size)  # total where the next check passes
         what = f"argument 'total_num_blocks' must hold positive multiples of my_size = {my_size}"
-        extra.append((ok, what))
-    elif total is not None and check:
-        ok = torch.logical_or(torch.gt(total, 0), torch.ne(blocks, 0)).all()
-        extra.append((ok, "argument 'total_num_blocks' must be positive where block_sizes is 0"))
+        extra.append(([torch.eq(g, total)], what))
+        # b * G overflows exactly where (b * G) // G != b (wrapped product); b < 0 fails too
+        ok = torch.eq(torch.floor_divide(torch.mul(blocks.clamp(min=0), g), g), blocks)
+        what = f"argument 'block_sizes' must be non-negative with b * total_num_blocks <= {top}"
+        extra.append(([ok], what))
+    else:
+        what = "argument 'block_bucketize_pos' must hold each feature's boundaries sorted"
+        extra.append(([torch.ge(keys[1:], keys[:-1])], what))
+        if total is not None:
+            ok = torch.logical_or(torch.gt(total, 0), torch.ne(blocks, 0))
+            what = "argument 'total_num_blocks' must be positive where block_sizes is 0"
+            extra.append(([ok], what))
     validate(op, lengths, num_indices, extra)
 
 

@@ -120,18 +120,21 @@ def udivmod(
 
 
 def pow2_divmod(d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-element ``(K, M)`` with ``2**BITS = K * d + M`` (``K`` wrapped), for ``d > 0``.
+    """Per-element ``(K, M)`` with ``2**BITS = K * d + M`` (``K`` wrapped), for every ``d`` in
+    ``[1, 2**(BITS-1) - 1]``.
 
-    With ``2**(BITS-1) - 1 = q1 * d + r1``: ``2**BITS = 2 * q1 * d + 2 * (r1 + 1)``, so
-    ``K = 2 * q1 + (2 * (r1 + 1)) // d`` and ``M = (2 * (r1 + 1)) % d``.  It launches on the
-    ``T``-sized per-feature table only.  Assumes ``d <= 2**(BITS-2)`` (``2 * (r1 + 1)`` fits).
+    With ``2**(BITS-1) - 1 = q1 * d + r1`` and ``c = r1 + 1`` (``1 <= c <= d``):
+    ``2**BITS = 2 * q1 * d + 2 * c``, so ``K = 2 * q1 + (2 * c) // d`` and ``M = (2 * c) % d``.
+    ``2 * c`` itself may not fit (``d = 2**(BITS-2)``: ``2 * c = 2**(BITS-1)``), so both come
+    from ``e = 2 * c - d`` (in ``[2 - d, d]``): ``M = e % d``, ``K = 2 * q1 + e // d + 1``.  It
+    launches on the ``T``-sized per-feature table only.
     """
     top = torch.iinfo(d.dtype).max
     r1 = torch.remainder(top, d)
-    twice = torch.add(r1, 1).mul_(2)
-    m = torch.remainder(twice, d)
+    e = torch.add(torch.sub(2, d), r1, alpha=2)  # 2 - d + 2 * r1: only the partial sum wraps
+    m = torch.remainder(e, d)
     q1 = torch.floor_divide(torch.sub(top, r1), d)
-    k = torch.add(torch.floor_divide(twice, d), q1, alpha=2)
+    k = torch.add(torch.floor_divide(e, d), q1, alpha=2).add_(1)
     return k, m
 
 
@@ -285,9 +288,10 @@ def variable_buckets(
 
 
 def bucket_order(
-    bucket: torch.Tensor, row: torch.Tensor, rows: int, my_size: int, lengths_dtype: torch.dtype
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(new_lengths, order)``: counts per (bucket, row) and the output order.
+    counts: torch.Tensor, bucket: torch.Tensor, row: torch.Tensor, rows: int, my_size: int
+) -> torch.Tensor:
+    """The output order, with the counts per (bucket, row) added into ``counts`` (the zeroed
+    ``new_lengths``, ``my_size * rows`` elements).
 
     The output lists bucket 0's elements, then bucket 1's...; inside a bucket, rows in order and
     inside a row the input order, so the output order is the input order stably sorted by
@@ -301,11 +305,10 @@ def bucket_order(
     if narrow and (my_size + 1) * rows > torch.iinfo(torch.int32).max:
         row = row.long()  # the key would overflow int32
     key = torch.add(row, bucket, alpha=rows)
-    ones = torch.ones(1, dtype=lengths_dtype, device=device).expand(n)
-    counts = torch.zeros(my_size * rows, dtype=lengths_dtype, device=device)
+    ones = torch.ones(1, dtype=counts.dtype, device=device).expand(n)
     counts.index_add_(0, key, ones)
     sort_key = bucket.to(torch.uint8) if my_size <= 256 else bucket
-    return counts, torch.sort(sort_key, stable=True).indices
+    return torch.sort(sort_key, stable=True).indices
 
 
 def row_positions(row: torch.Tensor, order: torch.Tensor, arange: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from fbgemm_npu.native.fbgemm.bucketize import _utils as ub
-from fbgemm_npu.native.fbgemm.bucketize._checks import check_block, validate_block
+from fbgemm_npu.native.fbgemm.bucketize._checks import check_block, new_lengths, validate_block
 
 __all__ = ["block_bucketize"]
 
@@ -67,7 +67,10 @@ def block_bucketize(
     local_blocks = None
     if total is not None and not pos:
         local_blocks = torch.floor_divide(total, p_size)
-    validate_block(op, lengths_, n_idx, blocks, p_size, batch, total, local_blocks)
+    bounds = ub.prepare_boundaries(pos, dtype) if pos else None
+    keys = None if bounds is None else bounds.keys
+    validate_block(op, lengths_, n_idx, blocks, p_size, batch, total, local_blocks, keys)
+    counts = new_lengths(op, lengths_, p_size)
 
     seg = torch.repeat_interleave(lengths_, output_size=n_idx)  # row of each element
     if batch is None:
@@ -77,8 +80,7 @@ def block_bucketize(
     # x < 0, for the unsigned divisions; a power-of-two my_size alone divides by shifting
     neg = None if total is None and ub.pow2_shift(p_size) else torch.lt(x, 0)
     keep_all = keep_orig_idx and keep_orig_idx_per_feature is None
-    if pos:
-        bounds = ub.prepare_boundaries(pos, dtype)
+    if bounds is not None:
         cols = [blocks, bounds.start.to(dtype), bounds.last]
         if total is not None:
             g = total.clamp(min=1)
@@ -104,7 +106,7 @@ def block_bucketize(
         keep = keep_orig_idx_per_feature.reshape(-1).index_select(0, feature)
         new = torch.where(keep, x, new)
     assert new is not None
-    counts, order = ub.bucket_order(bucket, seg, n, p_size, lengths_.dtype)
+    order = ub.bucket_order(counts, bucket, seg, n, p_size)
 
     arange = None
     if sequence or bucketize_pos:

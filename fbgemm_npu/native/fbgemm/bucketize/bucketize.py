@@ -32,17 +32,20 @@ bfloat16, float64; ``bucketize_sparse_features``: lengths = indices dtype, weigh
 
 Where we differ from upstream's CPU kernel, which trusts its input: non-contiguous inputs are read
 by their strides (upstream CPU reads raw memory); data errors (negative lengths, lengths not
-summing to ``indices.numel()``, VBE batch sizes not summing to ``lengths.numel()``,
-``total_num_blocks`` not positive multiples of ``my_size``) raise instead of corrupting memory;
+summing to ``indices.numel()``, int64 lengths whose sum wraps, VBE batch sizes likewise against
+``lengths.numel()``, ``total_num_blocks`` not positive multiples of ``my_size``, boundaries not
+sorted) raise instead of corrupting memory; so do, with uniform blocks, negative block sizes and
+``block_sizes * G`` past the index dtype (upstream's ``b * G`` is then a signed overflow);
 ``return_bucket_mapping`` without ``sequence`` returns the real buckets (upstream CPU returns an
-uninitialised tensor, CUDA ``None``); ``lengths.numel()`` not a multiple of ``T``, ``my_size < 1``,
-too few ``block_bucketize_pos`` / ``keep_orig_idx_per_feature`` / ``total_num_blocks`` entries
-raise (upstream reads out of bounds or divides by zero); an index below its feature's first
-boundary goes to bucket ``u % P`` as on CUDA (upstream CPU writes to bucket -1, out of bounds);
-with ``b == 0`` and more than ``P + 1`` boundaries, upstream CPU counts and places an element by
-different rules (a corrupt output), ours places it where CUDA's second pass does.  Not emulated:
-``block_sizes * G`` overflowing the index dtype and negative block sizes (upstream's results
-there are artefacts of wrap-around); ``max_B`` is unused, as on upstream's CPU.
+uninitialised tensor, CUDA ``None``); no features (with rows: without, the outputs are empty),
+``lengths.numel()`` not a multiple of ``T``,
+``my_size < 1`` or above the index dtype's max, a ``new_lengths`` too large to allocate, too few
+``block_bucketize_pos`` / ``keep_orig_idx_per_feature`` / ``total_num_blocks`` entries raise
+(upstream reads out of bounds, divides by zero or fails in its allocator); an index below its
+feature's first boundary goes to bucket ``u % P`` as on CUDA (upstream CPU writes to bucket -1,
+out of bounds); with ``b == 0`` and more than ``P + 1`` boundaries, upstream CPU counts and
+places an element by different rules (a corrupt output), ours places it where CUDA's second pass
+does.  ``max_B`` is unused, as on upstream's CPU.
 
 Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md), held by the family's budget tests;
 each kernel's docstring says what its options add, and the data check (:mod:`._checks`) is part of
@@ -57,7 +60,7 @@ import torch
 
 from fbgemm_npu.native._checks import check_same_dtype
 from fbgemm_npu.native.fbgemm.bucketize import _utils as ub
-from fbgemm_npu.native.fbgemm.bucketize._checks import check_common, validate
+from fbgemm_npu.native.fbgemm.bucketize._checks import check_common, new_lengths, validate
 from fbgemm_npu.native.fbgemm.bucketize.block import block_bucketize
 
 __all__ = [
@@ -250,10 +253,11 @@ def bucketize_sparse_features_npu(
     lengths_, x, p_size = lengths.reshape(-1), indices.reshape(-1), int(my_size)
     n, n_idx = lengths_.numel(), x.numel()
     validate(BUCKETIZE_SPARSE_FEATURES, lengths_, n_idx, [])
+    counts = new_lengths(BUCKETIZE_SPARSE_FEATURES, lengths_, p_size)
     seg = torch.repeat_interleave(lengths_, output_size=n_idx)
     new, bucket = ub.udivmod(x, None, p_size)
     assert bucket is not None
-    counts, order = ub.bucket_order(bucket, seg, n, p_size, lengths_.dtype)
+    order = ub.bucket_order(counts, bucket, seg, n, p_size)
     new_weights = new_pos = None
     if weights is not None:
         new_weights = weights.reshape(-1).index_select(0, order).view(weights.shape)

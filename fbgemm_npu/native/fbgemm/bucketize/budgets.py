@@ -32,16 +32,20 @@ _POS_EVERY = "block_bucketize_pos + every option"
 _BOTH = "total_num_blocks + block_bucketize_pos"
 _BOTH_EVERY = "total_num_blocks + block_bucketize_pos + every option"
 
-# The data check (one _assert_async after its reductions) adds 6; checking the VBE sizes adds 6
-# more, total_num_blocks 5 more.
+# The data check: its conditions joined by one cat and one all, then one _assert_async.  Main
+# path 9: lengths in [0, L] (exact sums of int64 lengths) summing to L, block sizes in
+# [0, max // my_size].  VBE sizes add 4 (the same pair of conditions); total_num_blocks 5 more
+# (positive multiples of my_size, b * G inside the index dtype); variable blocks check their
+# boundaries sorted (one comparison) instead of the block bound, plus 3 with total_num_blocks.
 _BLOCK_CHECKS = {
-    "batch_size_per_feature": 12,
-    "total_num_blocks": 11,
+    "batch_size_per_feature": 13,
+    "total_num_blocks": 14,
+    "block_bucketize_pos": 8,
     _BOTH: 11,
-    _UNIFORM_EVERY: 12,
-    _TOTAL_EVERY: 17,
+    _UNIFORM_EVERY: 13,
+    _TOTAL_EVERY: 18,
     _POS_EVERY: 12,
-    _BOTH_EVERY: 17,
+    _BOTH_EVERY: 15,
 }
 _TRAINING_PATHS = {
     "weights": 20,
@@ -51,54 +55,54 @@ _TRAINING_PATHS = {
     "weights + sequence + bucketize_pos": 25,
     "keep_orig_idx_per_feature": 21,
     "my_size not a power of two": 21,
-    "total_num_blocks": 34,
+    "total_num_blocks": 35,
     "block_bucketize_pos": 40,
-    _BOTH: 56,
+    _BOTH: 57,
     _UNIFORM_EVERY: 31,
-    _TOTAL_EVERY: 44,
+    _TOTAL_EVERY: 45,
     _POS_EVERY: 55,
-    _BOTH_EVERY: 68,
+    _BOTH_EVERY: 69,
 }
 
 BUDGETS: dict[str, Budget] = {
     "fbgemm::block_bucketize_sparse_features": Budget(
-        19, checks=6, paths=_TRAINING_PATHS, path_checks=_BLOCK_CHECKS, note=_BLOCK_NOTE
+        19, checks=9, paths=_TRAINING_PATHS, path_checks=_BLOCK_CHECKS, note=_BLOCK_NOTE
     ),
     # As the training op; the bucket mapping is the bucket tensor itself, cast once (+1) where
     # variable blocks make it int64 and the indices are int32.
     "fbgemm::block_bucketize_sparse_features_inference": Budget(
         19,
-        checks=6,
-        paths={**_TRAINING_PATHS, _POS_EVERY: 56, _BOTH_EVERY: 69},
+        checks=9,
+        paths={**_TRAINING_PATHS, _POS_EVERY: 56, _BOTH_EVERY: 70},
         path_checks=_BLOCK_CHECKS,
         note=_BLOCK_NOTE,
     ),
     # Weights are always given (one index_select of their rows): the training op's weights path.
     "fbgemm::block_bucketize_sparse_features_2d_weights": Budget(
         20,
-        checks=6,
+        checks=9,
         paths={
             "batch_size_per_feature": 21,
             "sequence": 22,
             "bucketize_pos": 24,
             "keep_orig_idx_per_feature": 22,
             "my_size not a power of two": 22,
-            "total_num_blocks": 35,
+            "total_num_blocks": 36,
             "block_bucketize_pos": 41,
-            _BOTH: 57,
+            _BOTH: 58,
             _UNIFORM_EVERY: 31,
-            _TOTAL_EVERY: 44,
+            _TOTAL_EVERY: 45,
             _POS_EVERY: 55,
-            _BOTH_EVERY: 68,
+            _BOTH_EVERY: 69,
         },
         path_checks=_BLOCK_CHECKS,
         note=_BLOCK_NOTE,
     ),
     # Cyclic: bucket u % my_size, an unsigned divmod (2 more launches when my_size is not a
-    # power of two), the stable sort and the counts.
+    # power of two), the stable sort and the counts; the check: lengths in [0, L] summing to L.
     "fbgemm::bucketize_sparse_features": Budget(
         11,
-        checks=6,
+        checks=7,
         paths={
             "weights": 12,
             "bucketize_pos": 15,
