@@ -151,9 +151,10 @@ def test_fuzz_permute_multi_embedding_hostile(data: Any) -> Case:
     if how == "permutes rows":
         bad = permutes.clone()
         r = data.draw(st.integers(0, bad.shape[0] - 1), label="row")
-        col = data.draw(st.integers(0, 4), label="column")
-        widths = [t.shape[1] for t in embs] + list(out_lengths)
-        big = max(widths) + data.draw(st.sampled_from((1, 2**20, 2**31 - 1 - max(widths))))
+        # a row of length 0 copies nothing wherever it points: spoil its length then
+        col = data.draw(st.integers(0, 4), label="column") if bad[r, 4] > 0 else 4
+        limit = max(t.shape[1] for t in embs) + max(out_lengths) + len(embs) + len(out_lengths)
+        big = limit + data.draw(st.sampled_from((1, 2**20, 2**31 - 1 - limit)))
         bad[r, col] = data.draw(st.sampled_from((-1, big, -(2**31))))
         call["permutes"] = bad
         names = ("permutes", "out_lengths")
