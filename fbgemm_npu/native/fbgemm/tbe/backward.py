@@ -64,6 +64,8 @@ class RunSlots:
     agg: torch.Tensor  # [L, D] fp32: aggregated gradient of run k (0 for empty slots)
     index: torch.Tensor  # [m, L]: run k's rows (see TableClass.rows), 0 for empty slots; row 1
     # (the key) is 0 exactly for the slots to skip: empty, or the run of other classes' indices
+    seg: torch.Tensor | None = None  # [L] run of each index in sorted order
+    perm: torch.Tensor | None = None  # [L] the sort's permutation (sorted position -> index)
 
 
 def _class_grad_2d(
@@ -173,7 +175,7 @@ def aggregate_rows(
     g_rows = perm if per_index else index_sorted[2]
     agg = torch._embedding_bag(g2d, g_rows, run_start, False, 0, False, psw, True, -1)[0]
     index = torch.zeros_like(mat).index_copy_(1, seg, index_sorted)
-    return RunSlots(agg=agg, index=index)
+    return RunSlots(agg=agg, index=index, seg=seg, perm=perm)
 
 
 def write_rows(

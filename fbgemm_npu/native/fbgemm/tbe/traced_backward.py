@@ -100,23 +100,37 @@ def grad_rows(
 
 
 def _indice_weights_grad(
-    call: LookupCall, lay: TracedLayout, state: ForwardState, rows: torch.Tensor
+    call: LookupCall, state: ForwardState, rows: torch.Tensor, slots: RunSlots, w_old: torch.Tensor
 ) -> torch.Tensor:
-    mat = state.mats[0]
-    w = masked_rows(call.weights, mat[0], mat[lay.width_row], lay.max_D)[0]
+    """``<gradient row, table row>`` per index, the table row read in the backward: ``w_old``,
+    the rows of the index's run.  Read from the runs rather than gathered again per index, so
+    that the trace cannot merge the read with the forward's: a second backward through a
+    retained graph then sees the rows as the first one left them, as in eager."""
+    assert slots.seg is not None and slots.perm is not None
+    run_of = torch.empty_like(slots.perm).index_copy_(0, slots.perm, slots.seg)
+    w = w_old.index_select(0, run_of)
     dot = (rows.to(torch.float32) * w.to(torch.float32)).sum(1)
-    return indice_weights_grad_scaled(call, state, torch.where(mat[1] > 0, dot, 0.0))
+    return indice_weights_grad_scaled(call, state, torch.where(state.mats[0][1] > 0, dot, 0.0))
 
 
-def _step(call: LookupCall, lay: TracedLayout, slots: RunSlots) -> None:
-    """The fused optimizer step on the de-duplicated rows, written in place (the general form
-    of :func:`.lookup._step_class`: a traced learning rate is a tensor)."""
-    spec = OPTIMIZERS[call.optimizer]
+@dataclasses.dataclass
+class _Rows:
+    """The de-duplicated rows the step reads: weights and states, where they are, the masks."""
+
+    w_old: torch.Tensor  # [L, max_D] in the weights' dtype, 0 past each row's D
+    w_at: torch.Tensor  # [L, max_D] elements of the weights buffer
+    keep: torch.Tensor  # [L, max_D] bool: valid slot and column
+    invalid: torch.Tensor  # [L] bool: slots that change nothing
+    width: torch.Tensor  # [L] int64: each slot's D
+    s_old: list[torch.Tensor]
+    s_at: list[torch.Tensor]
+
+
+def _read(call: LookupCall, lay: TracedLayout, slots: RunSlots) -> _Rows:
     index = slots.index
     invalid = index[1] == 0
     width = index[lay.width_row]
     w_old, w_at, cols_ok = masked_rows(call.weights, index[0], width, lay.max_D)
-    keep = cols_ok & ~invalid[:, None]
     s_old, s_at = [], []
     for s, ((buf, _), rowwise) in enumerate(zip(call.states, call.state_rowwise, strict=True)):
         if rowwise:
@@ -126,19 +140,27 @@ def _step(call: LookupCall, lay: TracedLayout, slots: RunSlots) -> None:
             old, at, _ = masked_rows(buf, index[3 + s], width, lay.max_D)
             s_old.append(old)
         s_at.append(at)
-    w_in = w_old.to(torch.float32)
+    keep = cols_ok & ~invalid[:, None]
+    return _Rows(w_old, w_at, keep, invalid, width, s_old, s_at)
+
+
+def _step(call: LookupCall, slots: RunSlots, r: _Rows) -> None:
+    """The fused optimizer step on the de-duplicated rows, written in place (the general form
+    of :func:`.lookup._step_class`: a traced learning rate is a tensor)."""
+    spec = OPTIMIZERS[call.optimizer]
+    w_in = r.w_old.to(torch.float32)
     if call.gwd is not None:
-        w_in = apply_gwd(call, call.gwd, s_at[0], w_old, w_in, invalid)
-    step = dataclasses.replace(call.step, width=width.clamp(min=1).to(torch.float32))
-    w_new, s_new = spec.step(slots.agg, w_in, [x.to(torch.float32) for x in s_old], step)
-    write_elements(call.weights, w_at, w_old, w_new, keep)
+        w_in = apply_gwd(call, call.gwd, r.s_at[0], r.w_old, w_in, r.invalid)
+    step = dataclasses.replace(call.step, width=r.width.clamp(min=1).to(torch.float32))
+    w_new, s_new = spec.step(slots.agg, w_in, [x.to(torch.float32) for x in r.s_old], step)
+    write_elements(call.weights, r.w_at, r.w_old, w_new, r.keep)
     for (buf, _), rowwise, at, old, new in zip(
-        call.states, call.state_rowwise, s_at, s_old, s_new, strict=True
+        call.states, call.state_rowwise, r.s_at, r.s_old, s_new, strict=True
     ):
         if rowwise:
-            write_rows(buf, at, old, new, invalid)
+            write_rows(buf, at, old, new, r.invalid)
         else:
-            write_elements(buf, at, old, new, keep)
+            write_elements(buf, at, old, new, r.keep)
 
 
 def _none_grad(call: LookupCall, lay: TracedLayout, slots: RunSlots) -> torch.Tensor:
@@ -163,16 +185,36 @@ def traced_backward(
             grad_output = grad_output.clamp(min=-call.max_gradient, max=call.max_gradient)
         mat = state.mats[0]
         rows = grad_rows(lay, mat, grad_output, call.pooling_mode)
-        iw_grad = None
-        if need_indice_weights_grad and call.indice_weights is not None:
-            iw_grad = _indice_weights_grad(call, lay, state, rows)
         slots = aggregate_rows(
             mat, rows, True, state, call.offsets, call.pooling_mode, call.indice_weights
         )
+        read = _read(call, lay, slots)
+        iw_grad = None
+        if need_indice_weights_grad and call.indice_weights is not None:
+            iw_grad = _indice_weights_grad(call, state, rows, slots, read.w_old)
         if call.optimizer == "none":
             return iw_grad, _none_grad(call, lay, slots)
-        _step(call, lay, slots)
+        _step(call, slots, read)
         return iw_grad, None
+
+
+def _stashed_on_ctx(*tensors: torch.Tensor | None) -> None:
+    """Tell AOTAutograd that ``tensors`` are stashed on ``ctx`` (not ``save_for_backward``):
+    saved for the backward graph without a version-counter check, as eager autograd keeps a
+    ``ctx`` attribute.  The fused step writes the tables and states in place, so a second
+    backward through a retained graph reads them updated -- upstream's semantics, and ours in
+    eager -- instead of failing the check.  The node meta is torch's own mark for such tensors
+    (``Note [Activations with no version counter checks in eager]``, set by dynamo for an
+    autograd.Function it traces); without a tracer (or should the private helper move) nothing
+    is marked and a second backward raises torch's version-counter error."""
+    try:
+        from torch.fx.experimental.proxy_tensor import _get_proxies
+    except ImportError:  # pragma: no cover - a torch without the helper
+        return
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            for proxy in _get_proxies(t):
+                proxy.node.meta["saved_tensor_with_no_vc_check"] = True
 
 
 class TracedSplitLookup(torch.autograd.Function):
@@ -190,6 +232,8 @@ class TracedSplitLookup(torch.autograd.Function):
         out, state = _forward(call, lay, indice_weights, for_backward=True)
         ctx.call, ctx.lay = call, lay
         state.save(ctx)
+        gwd = call.gwd.prev_iter if call.gwd is not None else None
+        _stashed_on_ctx(call.weights, *(buf for buf, _ in call.states), gwd)
         return out
 
     @staticmethod
