@@ -10,6 +10,8 @@ from typing import Any
 import torch
 
 __all__ = [
+    "WRITES",
+    "call_write_call",
     "cross_device_call",
     "cross_device_reference",
     "keyed",
@@ -154,3 +156,23 @@ def cross_device_reference(
     if op == "all_to_one_device":
         return [t.clone() for t in F.all_to_one_device(tensors, cpu)], True, True
     return F.sum_reduce_to_one(tensors, cpu), True, True
+
+
+WRITES = ("copy_", ".data", "storage")  # the version counter sees only the first
+
+
+def call_write_call(
+    op: str, args: list[Any], index: int, new: torch.Tensor, how: str
+) -> tuple[Any, Any]:
+    """``fbgemm::<op>(*args)``, a write of ``new`` into ``args[index]`` (``how``: one of
+    :data:`WRITES`), the op again: a plan derived from the data must follow the write."""
+    fn = getattr(F, op)
+    first = fn(*args)
+    t, new = args[index], new.to(args[index].device)
+    if how == "copy_":
+        t.copy_(new)
+    elif how == ".data":
+        t.data.copy_(new)
+    else:
+        t.untyped_storage().copy_(new.contiguous().untyped_storage())
+    return first, fn(*args)

@@ -8,7 +8,8 @@ wider than their keys), inputs in any layout on npu:0 or npu:1, equal upstream's
 where upstream leaves memory uninitialised (gradients of input columns no output reads) the
 references of ``fbgemm_npu/testing/pooled_inputs.py`` judge.  Rows of ``permutes`` out of range
 or negative, widths that disagree, unknown keys, wrong dtypes and ranks, empty lists,
-non-tensors and mixed devices get a clear error naming the op and the argument.
+non-tensors and mixed devices get a clear error naming the op and the argument.  And no plan
+outlives a write to the index tensor it was derived from.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from hypothesis import strategies as st
 
 from fbgemm_npu.testing.fuzz import Case, On, fuzz_test
 from fbgemm_npu.testing.fuzz_strategies import in_layout, not_a_tensor, other_dtype, seeded
+from fbgemm_npu.testing.pooled_inputs import WRITES
 
 FAMILY = "pooled"
 F = torch.ops.fbgemm
 REF = "fbgemm_npu.testing.pooled_inputs:"
 MULTI_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 HALF_GRAD = {"rtol": 2e-2, "atol": 2e-2}  # sums of repeated reads in a half type
+MULTI_OPS = ("permute_multi_embedding", "permute_multi_embedding_function")
 
 
 def _values(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
@@ -259,4 +262,35 @@ def test_fuzz_regroup_keyed_tensor_hostile(data: Any) -> Case:
     first = embs[0] if op == "kt_regroup_arguments" else embs
     return Case(
         f"fbgemm::{op}", (first, keys, lengths, groups), expect="error", names=names, label=how
+    )
+
+
+@fuzz_test(FAMILY)
+def test_fuzz_plans_follow_writes(data: Any) -> Case:
+    """ "A cache keyed on tensor data is never stale": permute_multi_embedding(_function) and
+    permute_pooled_embs called, their index tensor written (in place, through ``.data``, through
+    the storage), called again: both results equal upstream's."""
+    how = data.draw(st.sampled_from(WRITES), label="write")
+    if data.draw(st.booleans(), label="multi"):
+        k = _keyed(data, cover=True)
+        embs = _embs(data, k["lengths"], exact=True)
+        args = F.kt_regroup_arguments(embs[0], k["keys"], k["lengths"], k["groups"])
+        # the same keys in another order within each group: same rows, same output widths
+        order = [data.draw(st.permutations(g), label="order") for g in k["groups"]]
+        new = F.kt_regroup_arguments(embs[0], k["keys"], k["lengths"], order)[0]
+        op = data.draw(st.sampled_from(MULTI_OPS), label="op")
+        call = [embs, *args[:3], list(args[3])]
+    else:
+        gen = seeded(data)
+        n = data.draw(st.integers(1, 5), label="blocks")
+        perm, new = torch.randperm(n, generator=gen), torch.randperm(n, generator=gen)
+        offsets = torch.arange(n + 1) * 2
+        op = "permute_pooled_embs"
+        call = [torch.randn(3, 2 * n, generator=gen), offsets, perm, offsets, torch.argsort(perm)]
+    index = 1 if op != "permute_pooled_embs" else 2
+    return Case(
+        REF + "call_write_call",
+        (op, call, index, new, how),
+        label=f"write {how}",
+        op_name=f"fbgemm::{op}",
     )
