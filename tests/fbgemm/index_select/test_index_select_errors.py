@@ -214,6 +214,18 @@ BAD: dict[str, tuple[str, tuple[Any, ...], str]] = {
         "indices",
     ),
     "uniq_int32_wrap": (UNIQUE, _i32([0, 5, 10], [0, 1, 2], [0, 1, 2], [1, 2**31 - 1]), "indices"),
+    # sizes no memory holds: the allocator's own error named neither op nor argument (fuzz)
+    "add_unallocatable": (
+        ADD,
+        (torch.ones(7, 2), INDICES, OUTPUT_OFFSETS, INPUT_OFFSETS, 2**40, 7),
+        "num_output_rows",
+    ),
+    "v2_unallocatable": (
+        V2,
+        (VALUES, INDICES, INPUT_OFFSETS, OUTPUT_OFFSETS, 2**40),
+        "num_dense_output_rows",
+    ),
+    "or_unallocatable": ("offsets_range", (torch.tensor([0, 3]), 2**40), "range_size"),
     "uniq_negative_hash_start": (
         UNIQUE,
         (torch.tensor([-5, 10, 15, 30]), HSO, UNIQUE_OFFSETS, UNIQUE_INDICES + 5),

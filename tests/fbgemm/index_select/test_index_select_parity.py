@@ -9,8 +9,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.specs.fbgemm.index_select.keyed import keyed_reference
-from conformance.specs.fbgemm.index_select.unique import unique_reference
 from fbgemm_npu.native.fbgemm.index_select import batch as batch_index_select
 from fbgemm_npu.native.fbgemm.index_select import index_select, ranges, unique
 from fbgemm_npu.testing.index_select_inputs import (
@@ -28,7 +26,9 @@ from fbgemm_npu.testing.index_select_inputs import (
     UNIQUE_OFFSETS,
     VALUES,
     generator,
+    keyed_reference,
     to_npu,
+    unique_reference,
 )
 
 F = torch.ops.fbgemm

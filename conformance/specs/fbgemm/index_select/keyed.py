@@ -1,7 +1,8 @@
 """Spec for ``fbgemm::keyed_jagged_index_select_dim1`` (upstream: CUDA only, no CPU kernel).
 
-The oracle is :func:`keyed_reference`, plain Python loops over the segments read from upstream's
-CUDA kernel; the spec's op runs it on CPU tensors and ours on npu tensors.  Inputs: batch size 1
+The oracle is :func:`~fbgemm_npu.testing.index_select_inputs.keyed_reference`, plain Python
+loops over the segments read from upstream's CUDA kernel; the spec's op runs it on CPU tensors
+and ours on npu tensors.  Inputs: batch size 1
 to 6, 0 to 4 keys, lengths with zero-length segments, int32 / int64 lengths, offsets and indices
 (repeats and drops), values of every dtype (float64 and int8 included), sometimes strided, longer
 than the lengths' sum; weights float32 / float16 or omitted; ``selected_lengths_sum`` omitted,
@@ -28,41 +29,10 @@ from conformance.specs.fbgemm.index_select.common import (
     seed,
 )
 from conformance.strategies import values as fill_values
+from fbgemm_npu.testing.index_select_inputs import keyed_reference
 
 F = torch.ops.fbgemm
-
-
-def keyed_reference(
-    values: torch.Tensor,
-    lengths: torch.Tensor,
-    offsets: torch.Tensor,
-    indices: torch.Tensor,
-    batch_size: int,
-    weights: torch.Tensor | None = None,
-    selected_lengths_sum: int | None = None,
-) -> list[torch.Tensor]:
-    """Loop over (batch, selected sample): output segment ``n * K + j`` copies input segment
-    ``n * batch_size + indices[j]`` (starting at ``offsets`` of it).  A ``selected_lengths_sum``
-    other than the selected total is refused (upstream's CUDA kernel truncates to a smaller one
-    and reads garbage past a larger one)."""
-    num_batches = lengths.numel() // batch_size
-    lens, offs = lengths.tolist(), offsets.tolist()
-    src: list[int] = []
-    out_lengths = []
-    for n in range(num_batches):
-        for j in indices.tolist():
-            seg = n * batch_size + j
-            out_lengths.append(lens[seg])
-            src.extend(range(offs[seg], offs[seg] + lens[seg]))
-    if selected_lengths_sum is not None and selected_lengths_sum != len(src):
-        raise ValueError(
-            f"selected_lengths_sum ({selected_lengths_sum}) is not the selected total ({len(src)})"
-        )
-    idx = torch.tensor(src, dtype=torch.int64)
-    out = [values[idx], torch.tensor(out_lengths, dtype=lengths.dtype)]
-    if weights is not None:
-        out.append(weights[idx])
-    return out
+__all__ = ["SPECS", "keyed_inputs", "keyed_reference"]
 
 
 def _keyed_op(**kw: Any) -> Any:

@@ -1,10 +1,11 @@
 """Spec for ``fbgemm::jagged_unique_indices`` (upstream: CUDA only, no CPU kernel).
 
-The oracle is :func:`unique_reference`, plain Python read from upstream's CUDA kernel
-(``jagged_unique_indices.cu``): linearize every index with its feature's ``hash_size_cumsum``,
-sort the distinct linear ids, map each index to its rank (``reverse_index``), delinearize the
-distinct ids, and spread each group's count of distinct ids over the group's samples (the first
-``count % samples`` samples get one more).  The spec's op runs the reference on CPU tensors and
+The oracle is :func:`~fbgemm_npu.testing.index_select_inputs.unique_reference`, plain Python
+read from upstream's CUDA kernel (``jagged_unique_indices.cu``): linearize every index with its
+feature's ``hash_size_cumsum``, sort the distinct linear ids, map each index to its rank
+(``reverse_index``), delinearize the distinct ids by their owner feature, and spread each group's
+count of distinct ids over the group's samples (the first ``count % samples`` samples get one
+more).  The spec's op runs the reference on CPU tensors and
 ours on npu tensors, so outputs, shapes and dtypes are all compared with the reference, exactly.
 
 Inputs: 1 to 4 features (hash sizes 0 to 20), batch 1 to 4, 0 to 5 indices per sample (empty
@@ -23,51 +24,10 @@ from hypothesis import strategies as st
 
 from conformance.harness import BudgetUse, OpSpec, TensorView
 from conformance.specs.fbgemm.index_select.common import EXACT, INDEX_DTYPES
+from fbgemm_npu.testing.index_select_inputs import unique_reference
 
 F = torch.ops.fbgemm
-
-
-def unique_reference(
-    hash_size_cumsum: torch.Tensor,
-    hash_size_offsets: torch.Tensor,
-    offsets: torch.Tensor,
-    indices: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(output_lengths, output_offsets, unique_indices, reverse_index) by loops."""
-    hsc, hso = hash_size_cumsum.tolist(), hash_size_offsets.tolist()
-    offs, ind = offsets.tolist(), indices.tolist()
-    n_feat = len(hsc) - 1
-    total_b = len(offs) - 1
-    batch = total_b // n_feat if n_feat else 0
-    linear = []
-    for s in range(total_b):
-        for i in range(offs[s], offs[s + 1]):
-            linear.append(ind[i] + hsc[s // batch])
-    keys = sorted(set(linear))
-    rank = {k: j for j, k in enumerate(keys)}
-    reverse = [rank[v] for v in linear]
-
-    def owner(v: int) -> int:  # the last feature whose first id is <= v
-        return max(t for t in range(n_feat) if hsc[t] <= v)
-
-    uniq = [k - hsc[owner(k)] for k in keys]
-    lengths = [0] * total_b
-    for g in range(n_feat):
-        lo, hi = hso[g], hso[g + 1]
-        samples = list(range(lo * batch, hi * batch))
-        count = sum(1 for k in keys if hsc[lo] <= k < hsc[hi])
-        for i, s in enumerate(samples):
-            lengths[s] = count // len(samples) + (1 if i < count % len(samples) else 0)
-    dtype = indices.dtype
-    cum = [0]
-    for n in lengths:
-        cum.append(cum[-1] + n)
-    return (
-        torch.tensor(lengths, dtype=dtype),
-        torch.tensor(cum, dtype=dtype),
-        torch.tensor(uniq, dtype=dtype),
-        torch.tensor(reverse, dtype=torch.int64),
-    )
+__all__ = ["SPECS", "unique_inputs", "unique_reference"]
 
 
 def _op(**kw: Any) -> Any:

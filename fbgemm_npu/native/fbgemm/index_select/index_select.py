@@ -48,6 +48,7 @@ import torch.nn.functional as nnf
 from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
     DataChecks,
+    allocation_of,
     check_dtype,
     check_ndim,
     check_same_device,
@@ -165,7 +166,10 @@ def jagged_index_select_2d_forward_v2_npu(
         src = _u.rows_gather_index(d, output_offsets, total, lengths=out_len)
     else:
         total = num_dense_output_rows
-        src = _u.rows_gather_index(d, output_offsets, total, clamp=validate)
+        # the size is checked against the offsets with the other conditions, after the index is
+        # built: a size no memory holds fails here first, named
+        with allocation_of(op, f"the output of 'num_dense_output_rows' = {total} rows"):
+            src = _u.rows_gather_index(d, output_offsets, total, clamp=validate)
         if validate:
             what = f"argument 'num_dense_output_rows' ({total}) must not exceed output_offsets[-1]"
             checks.add(output_offsets[-1], total, None, what)
@@ -206,7 +210,8 @@ def jagged_index_add_2d_forward_v2_npu(
             f"{op}: argument 'input_offsets' must have one entry per index ({b}), "
             f"got {input_offsets.numel()}"
         )
-    out = values.new_zeros((num_output_rows, values.size(1)))
+    with allocation_of(op, f"the output of 'num_output_rows' = {num_output_rows} rows"):
+        out = values.new_zeros((num_output_rows, values.size(1)))
     if m == 0:
         return out
     if b == 0 or output_offsets.numel() == 0:

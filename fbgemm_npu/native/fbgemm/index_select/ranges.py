@@ -44,6 +44,7 @@ import torch.nn.functional as nnf
 
 from fbgemm_npu.native._checks import (
     DataChecks,
+    allocation_of,
     check_dtype,
     check_same_device,
     check_tensor,
@@ -105,9 +106,10 @@ def offsets_range_npu(offsets: torch.Tensor, range_size: int) -> torch.Tensor:
     # segment lengths (the last runs to range_size), then each segment's start repeated over
     # it: repeat_interleave with output_size (no sync; linear work, unlike a searchsorted)
     ends = nnf.pad(offsets[1:], (0, 1), value=range_size)
-    starts = torch.repeat_interleave(offsets, ends - offsets, output_size=range_size)
-    positions = torch.arange(range_size, dtype=offsets.dtype, device=offsets.device)
-    return positions - starts
+    with allocation_of(op, f"the output of 'range_size' = {range_size} elements"):
+        starts = torch.repeat_interleave(offsets, ends - offsets, output_size=range_size)
+        positions = torch.arange(range_size, dtype=offsets.dtype, device=offsets.device)
+        return positions - starts
 
 
 def _lengths_range(
