@@ -177,7 +177,7 @@ def block_kwargs(data: Any, op: str, g: torch.Generator) -> tuple[dict[str, Any]
         kw["batch_size_per_feature"] = bspf
         kw["max_B"] = draw(st.sampled_from((-1, max(int(bspf.max()), 1), 2**31 - 1)))
     if op == BLOCK_2D:
-        dim = draw(st.integers(1, 4), label="weights_dim")
+        dim = draw(st.integers(0 if draw(st.integers(0, 9)) == 0 else 1, 4), label="weights_dim")
         w = torch.randn(n_idx, dim, generator=g).to(draw(st.sampled_from(W2D)))
         kw["weights"] = w.reshape(-1) if draw(st.booleans()) else w
         kw["weights_dim"] = dim
@@ -200,16 +200,21 @@ def block_kwargs(data: Any, op: str, g: torch.Generator) -> tuple[dict[str, Any]
 
 
 def _shapes(data: Any, kw: dict[str, Any], n_feat: int) -> None:
-    """Lengths as a ``(T, B)`` matrix, indices (and 1-D weights) as a matrix, sometimes:
-    upstream reads ``numel()`` elements of either."""
+    """Lengths as a ``(T, B)`` matrix, indices (and 1-D weights) as a matrix (``(0, k)``
+    when empty) or 0-D (one index), sometimes: upstream reads ``numel()`` elements of each."""
     if n_feat and data.draw(st.integers(0, 3)) == 0:
         kw["lengths"] = kw["lengths"].view(n_feat, -1)
     n = kw["indices"].numel()
-    if n and n % 2 == 0 and data.draw(st.integers(0, 4)) == 0:
-        kw["indices"] = kw["indices"].view(2, -1)
+    shape: tuple[int, ...] | None = None
+    if n % 2 == 0 and data.draw(st.integers(0, 4)) == 0:
+        shape = (2, n // 2) if n else (0, data.draw(st.integers(1, 5)))
+    elif n == 1 and data.draw(st.booleans()):
+        shape = ()
+    if shape is not None:
+        kw["indices"] = kw["indices"].view(shape)
         w = kw.get("weights")
         if w is not None and "weights_dim" not in kw:
-            kw["weights"] = w.view(2, -1)
+            kw["weights"] = w.view(shape)
 
 
 def cyclic_kwargs(data: Any, g: torch.Generator) -> dict[str, Any]:

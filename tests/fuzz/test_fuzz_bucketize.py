@@ -175,6 +175,11 @@ def _count(data: Any, kw: dict[str, Any], arg: str) -> tuple[str, str] | None:
         return "lengths count", "error"
     if arg == "indices" and "weights" in kw and data.draw(st.booleans()):
         arg = "weights"
+    if arg == "weights" and "weights_dim" in kw and data.draw(st.booleans()):
+        dim = kw["weights_dim"]
+        kw["weights_dim"] = data.draw(st.sampled_from([dim + 1, dim - 1, -1, 2**40]))
+        fits = kw["indices"].numel() == 0 and kw["weights_dim"] >= 0  # 0 * dim elements
+        return "weights_dim", "equal_or_error" if fits else "error"
     kw[arg] = _grown(kw[arg], shrink)
     return f"{arg} count", "error"
 
@@ -206,8 +211,8 @@ def _spoil_argument(
         got = _count(data, kw, arg)
         if got is None:
             return None
-        names = ("block_sizes", "lengths") if arg == "block_sizes" else (arg,)
-        return got[0], ("indices", "weights") if arg == "indices" else names, got[1]
+        names = {"block_sizes": ("block_sizes", "lengths"), "indices": ("indices", "weights")}
+        return got[0], names.get(arg, (arg,)), got[1]
     expect = "error"
     if how == "dtype":
         moved: Any = t.to(other_dtype(data, _allowed(op, arg)))
