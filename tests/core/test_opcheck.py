@@ -7,9 +7,10 @@ One case per (op, sample of :mod:`fbgemm_npu.testing.op_samples`, check), the ch
 and ``test_aot_dispatch_dynamic`` (AOTAutograd tracing, forward and backward, against eager),
 and ``test_autograd_registration``, torch's check adapted to npu
 (:func:`autograd_registration_check_npu`).
-What fails today is in :data:`XFAIL`, strict: a fix shows up as XPASS, which fails until its
-entry is trimmed.  Plus: every registered op has samples, and they require grad where we
-register an autograd kernel.
+What fails is in :data:`XFAIL`, the stated exceptions (torch's or upstream's limitations, each
+with its reason; none is ours), strict: a case that starts passing fails until its entry goes.
+Plus: every registered op has samples, and they require grad where we register an autograd
+kernel.
 
 Where a sample requires grad, our ``AutogradPrivateUse1`` kernel runs in Python without
 redispatching to the op, so ``test_schema`` / ``test_faketensor`` see the ATen ops inside it; the
@@ -32,7 +33,6 @@ from torch._functorch import config as functorch_config
 
 from fbgemm_npu._registry import REGISTRY
 from fbgemm_npu.testing.op_samples import has_autograd, sample_ops, samples
-from fbgemm_npu.testing.op_samples_tbe import LOOKUP_OPTIMIZERS
 from fbgemm_npu.testing.tbe_inputs import NPU
 
 OPCHECK_UTILS = (
@@ -47,66 +47,43 @@ UTILS = (*OPCHECK_UTILS, AUTOGRAD)
 AOT = (STATIC, DYNAMIC)
 F = "fbgemm::"
 
-# Causes shared by several entries.  "ours:" is ours to fix (fbgemm_npu/native/...), "upstream:"
-# is fbgemm_gpu's fake / Meta kernel or schema (rule 1: we may only add a Meta kernel where
-# upstream has none), "opcheck:" is the harness.
-LR_READ = (
-    "ours: parse_call reads the CPU learning_rate_tensor with .item() while traced (tbe/call.py);"
-    " past it, get_plan reads the layout back (tbe/_utils.py host_values)"
-)
-LAYOUT_READ = (
-    "ours: get_plan reads D_offsets / weights_offsets back with .cpu().tolist() while traced: the "
-    "id-keyed layout cache misses the traced tensors (tbe/_utils.py host_values)"
-)
-SIZE_READ = (
-    "ours: the output size is read back with .tolist() and range-checked on the host while "
-    "traced (index_select/_utils.py select_rows_index -> native/_checks.py read_with)"
-)
-SIZE_READ_SCHEMA = (
-    "ours: the output-size .tolist() runs below autograd, where its aten.resolve_conj reaches "
-    "SchemaCheckMode and returns its input (index_select/_utils.py select_rows_index)"
-)
-NO_FAKE = "ours: no fake / Meta kernel (upstream registers none; rule 1 lets us add a Meta one)"
-VIEWS = "ours: the outputs are views of one buffer (alias each other); the fake ones are not"
+# The stated exceptions: every (op, check) that fails, each a limitation of torch's opcheck or of
+# upstream's fake / Meta kernel or schema, which rule 1 forbids us to replace (we may add a Meta
+# kernel only where upstream has none).  None is ours.  Keys: an op (all its samples) or "op[i]"
+# (its sample i only); values: check -> reason.  The entries are strict xfails: a case that starts
+# passing (torch or fbgemm_gpu moved) fails until its entry is trimmed.
 
 
 def data_dependent(why: str) -> str:
     return (
-        f"opcheck: the output size is data-dependent ({why}): upstream's fake asks "
+        f"opcheck: the output size is data-dependent ({why}): the fake kernel asks "
         "new_dynamic_size(), which static AOT (no ShapeEnv) cannot give"
     )
 
 
-# The to-do list of the opcheck gate: every (op, check) that fails today, with its diagnosed
-# cause.  Keys: an op (all its samples) or "op[i]" (its sample i only); values: check -> cause.
-# Trim an entry when its case XPASSes; add one only with the cause read in the kernel.
+UPSTREAM_FAKE_ALIASES = (
+    "upstream: its fake kernel returns the input offsets as the output offsets (an alias the "
+    "schema does not declare); ours returns fresh ones, as the schema says, so the outputs' "
+    "aliasing differs (AOT, which refuses aliased custom-op outputs, passes)"
+)
 XFAIL: dict[str, dict[str, str]] = {
-    F + "all_to_one_device": {
+    F + "all_to_one_device[0]": {
         FAKE: "upstream: its fake returns fresh tensors on 'meta' (sparse_ops.py all_to_one_device)"
-        "; ours returns inputs already on target_device as they are"
+        ", not on target_device"
     },
-    F + "batch_index_select_dim0[1]": dict.fromkeys(
-        AOT,
-        "ours: torch.mul(idx2d, .., out=d) takes idx2d's transposed strides under "
-        "functionalization, so d.view(-1) fails (index_select/_utils.py table_gather_permuted)",
-    ),
     F + "batch_index_select_dim0[2]": dict.fromkeys(
         (FAKE, *AOT),
         "upstream: its fake (sparse_ops.py batch_index_select_dim0_abstract) has no default for "
         "permute_output_dim_0_1, which the dispatcher drops when it is the schema's default",
     ),
-    F + "dense_embedding_codegen_lookup_function": dict.fromkeys(AOT, LAYOUT_READ),
-    F + "dense_to_jagged[1]": {STATIC: data_dependent("total_L omitted")},
     F + "dense_to_jagged_forward[1]": {STATIC: data_dependent("total_L omitted")},
     F + "get_infos_metadata": dict.fromkeys(
         AOT, "upstream: its Meta kernel returns (-1, -1), not (info_B_num_bits, info_B_mask)"
     ),
-    F + "group_index_select_dim0[0]": {
-        DYNAMIC: "ours: table_gather hashes the column widths (set(cols)), SymInts under dynamic "
-        "shapes (index_select/_utils.py)"
-    },
-    F + "group_index_select_dim0[1]": {FAKE: VIEWS + " (narrowed from one index_select)"},
-    F + "jagged_index_select[1]": {SCHEMA: SIZE_READ_SCHEMA, STATIC: SIZE_READ, DYNAMIC: SIZE_READ},
+    F + "jagged_dense_dense_elementwise_add_jagged_output": {FAKE: UPSTREAM_FAKE_ALIASES},
+    F + "jagged_dense_elementwise_add_jagged_output": {FAKE: UPSTREAM_FAKE_ALIASES},
+    F + "jagged_dense_elementwise_mul": {FAKE: UPSTREAM_FAKE_ALIASES},
+    F + "jagged_index_select[1]": {STATIC: data_dependent("num_dense_output_rows omitted")},
     F + "jagged_index_select[2]": {
         STATIC: "upstream: the op's fake goes to jagged_index_select_2d_forward_v2's, which "
         "ignores num_dense_output_rows and asks new_dynamic_size(): impossible in static AOT"
@@ -115,11 +92,10 @@ XFAIL: dict[str, dict[str, str]] = {
         STATIC: "upstream: its fake ignores num_dense_output_rows and asks new_dynamic_size() "
         "(sparse_ops.py), which static AOT (no ShapeEnv) cannot give"
     },
-    F + "jagged_unique_indices": dict.fromkeys((FAKE, *AOT), NO_FAKE + "; a CUDA-only op"),
+    F + "jagged_unique_indices": {STATIC: data_dependent("the unique count")},
     F + "keyed_jagged_index_select_dim1[0]": {
-        SCHEMA: SIZE_READ_SCHEMA,
-        STATIC: SIZE_READ,
-        DYNAMIC: SIZE_READ,
+        STATIC: "upstream: without selected_lengths_sum its fake reads the sum with .item() "
+        "(sparse_ops.py keyed_jagged_index_select_dim1_abstract)"
     },
     F + "keyed_jagged_index_select_dim1[2]": {
         STATIC: "upstream: without selected_lengths_sum its fake reads the sum with .item() "
@@ -133,7 +109,9 @@ XFAIL: dict[str, dict[str, str]] = {
     F + "lengths_range_out": {
         SCHEMA: "upstream: the schema declares 'Tensor output', not 'Tensor(a!) output', yet the "
         "op writes it and returns it",
-        **dict.fromkeys((FAKE, *AOT), NO_FAKE),
+        STATIC: data_dependent("shape omitted"),
+        DYNAMIC: "upstream: the schema returns its 'output' argument without declaring the alias"
+        " (Tensor(a!)), which AOTAutograd refuses for a custom op",
     },
     F + "permute_1D_sparse_data[0]": {STATIC: data_dependent("permuted_lengths_sum omitted")},
     F + "permute_2D_sparse_data[0]": dict.fromkeys(
@@ -150,52 +128,13 @@ XFAIL: dict[str, dict[str, str]] = {
         "upstream: the schema returns the preallocated outputs as aliases (Tensor(a!)), which "
         "AOTAutograd refuses for a custom op",
     ),
-    F + "permute_sparse_data": dict.fromkeys((FAKE, *AOT), NO_FAKE),
+    F + "permute_sparse_data[1]": {STATIC: data_dependent("permuted_lengths_sum omitted")},
     F + "permute_sparse_features": {STATIC: data_dependent("the schema takes no size")},
-    F + "regroup_keyed_tensor": dict.fromkeys(
-        AOT,
-        "ours: the plan is checked with host tensor ops (bool(bad.any()), pooled/_utils.py "
-        "host_src), which fake mode fakes too: data-dependent",
-    ),
-    F + "segment_sum_csr": {
-        FAKE: "ours: returns the slice [1:S+1] of its S+2 buckets (storage offset 1); the fake "
-        "returns a fresh tensor"
-    },
-    **{
-        f"{F}split_embedding_codegen_lookup_{opt}_function_pt2": dict.fromkeys(
-            AOT, LAYOUT_READ if opt == "none" else LR_READ
-        )
-        for opt in LOOKUP_OPTIMIZERS
-    },
-    F + "stacked_jagged_1d_to_dense": {FAKE: VIEWS + " (stacked.py: one [T, B, L] grid)"},
-    F + "stacked_jagged_2d_to_dense[1]": {FAKE: VIEWS + " (stacked.py: one [T, B, L] grid)"},
     F + "sum_reduce_to_one": {
         FAKE: "upstream: its fake returns the sum on 'meta', not on target_device "
         "(sparse_ops.py sum_reduce_to_one)"
     },
 }
-
-# AOTAutograd refuses a custom op whose output is an input or a view of one (torch: an error where
-# CI is set, a warning elsewhere; test_opcheck makes it an error everywhere).  Ours returns the
-# input offsets as the output offsets, an input already on the target device as it is, or outputs
-# narrowed from one buffer, where upstream's fake kernels return fresh tensors.
-ALIASED_OUTPUT = "ours: an output is an input or a view of one (upstream's fake returns fresh ones)"
-ALIASING = {
-    "all_to_one_device[0]": AOT,
-    "dense_to_jagged[0]": AOT,
-    "dense_to_jagged[1]": (DYNAMIC,),
-    "dense_to_jagged[2]": AOT,
-    "group_index_select_dim0[1]": AOT,
-    "jagged_dense_dense_elementwise_add_jagged_output[1]": AOT,
-    "jagged_dense_elementwise_add_jagged_output[0]": AOT,
-    "jagged_dense_elementwise_add_jagged_output[1]": AOT,
-    "jagged_dense_elementwise_mul[1]": AOT,
-    "stacked_jagged_1d_to_dense[0]": AOT,
-    "stacked_jagged_2d_to_dense[1]": AOT,
-}
-for _key, _utils in ALIASING.items():
-    for _util in _utils:
-        XFAIL.setdefault(F + _key, {}).setdefault(_util, ALIASED_OUTPUT)
 
 
 @functools.cache
