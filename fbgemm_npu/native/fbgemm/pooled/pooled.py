@@ -120,7 +120,9 @@ def _derive_permute_src(op: str, width: int, off: torch.Tensor, perm: torch.Tens
 def _permute(op: str, pooled_embs: torch.Tensor, *lists: torch.Tensor) -> torch.Tensor:
     pooled = check_tensor(op, "pooled_embs", pooled_embs)
     if pooled.numel() == 0:
-        return pooled  # upstream (CPU and CUDA) returns an empty input itself, unchecked
+        # upstream (CPU and CUDA) returns an empty input itself, unchecked; a fresh empty
+        # tensor instead (an allocation, no launch): no output aliases an input (opcheck)
+        return torch.empty_like(pooled, memory_format=torch.contiguous_format)
     return pooled.index_select(1, _permute_src(op, pooled, *lists))
 
 
@@ -135,7 +137,8 @@ def permute_pooled_embs_npu(
 
     Block ``s`` is columns ``[offset_dim_list[s], offset_dim_list[s + 1])`` (block 0 starts at 0,
     the last block ends at ``pooled_embs.size(1)``, as upstream's CPU kernel cuts them); an empty
-    ``pooled_embs`` is returned as it is, unchecked, as upstream does.  Any dtype; index lists
+    ``pooled_embs`` gives a fresh empty tensor, unchecked, as upstream does (which returns the
+    input itself).  Any dtype; index lists
     int64.  Launches: the plan and its check, every call (see ``_permute_src``;
     ``FBGEMM_NPU_VALIDATE=0`` drops the check), then the ``index_select``.
     Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
