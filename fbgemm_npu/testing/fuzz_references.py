@@ -62,3 +62,17 @@ def selftest_error(t: torch.Tensor, message: str) -> torch.Tensor:
 def selftest_in_place(t: torch.Tensor) -> torch.Tensor:
     t.add_(1 if t.device.type == "cpu" else 2)  # the result agrees, the update does not
     return t.sum()
+
+
+# An op whose schema declares a fresh output but whose kernel returns its input: the harness must
+# call that aliasing wrong (the check reads the schema of the target, here given to a program).
+_SELFTEST = torch.library.Library("fbgemm_npu_selftest", "FRAGMENT")
+_SELFTEST.define("leak(Tensor x) -> Tensor")
+_SELFTEST.impl("leak", lambda x: x, "CompositeExplicitAutograd")
+
+
+def selftest_leak(x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.fbgemm_npu_selftest.leak.default(x)
+
+
+selftest_leak._schema = torch.ops.fbgemm_npu_selftest.leak.default._schema  # type: ignore[attr-defined]

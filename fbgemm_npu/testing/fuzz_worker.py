@@ -202,12 +202,32 @@ def _run(fn: Callable[..., Any], args: tuple, kwargs: dict, grad: tuple) -> tupl
     return (out, [t.detach() for t in after]), grads
 
 
+def _aliased_output(fn: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> str | None:
+    """Where an op's output shares memory with an input its schema does not say it aliases."""
+    schema = getattr(fn, "_schema", None)
+    if schema is None or any(r.alias_info is not None for r in schema.returns):
+        return None
+    if torch._C._dispatch_has_kernel_for_dispatch_key(schema.name, "CompositeImplicitAutograd"):
+        return None  # upstream's composite: it decomposes (AOT sees its parts); its aliasing
+    inputs = {
+        t.untyped_storage().data_ptr()
+        for t in tree_flatten((args, kwargs))[0]
+        if isinstance(t, torch.Tensor) and t.untyped_storage().nbytes() > 0
+    }
+    for i, o in enumerate(tree_flatten(out)[0]):
+        if isinstance(o, torch.Tensor) and o.untyped_storage().nbytes() > 0:
+            if o.untyped_storage().data_ptr() in inputs:
+                return f"output leaf {i} shares memory with an input (the schema declares no alias)"
+    return None
+
+
 def run_case(case: Any) -> tuple[str, str]:
     """Run one case on our side and, where it needs one, the oracle's; classify the outcome."""
     default = os.environ.get("FBGEMM_NPU_FUZZ_DEVICE", "npu:0")
     fn = resolve(case.target)
+    args, kwargs = place(case.args, default), place(case.kwargs, default)
     try:
-        ours = _run(fn, place(case.args, default), place(case.kwargs, default), case.grad)
+        ours = _run(fn, args, kwargs, case.grad)
         ours_error: BaseException | None = None
     except USER_ERRORS as error:
         ours, ours_error = None, error
@@ -222,6 +242,9 @@ def run_case(case: Any) -> tuple[str, str]:
         return UNCLEAR, f"{message[:500]} (wanted the op and one of {case.names})"
     if case.expect == "error":
         return WRONG, "accepted invalid input: returned a result instead of an error"
+    aliased = _aliased_output(fn, args, kwargs, ours[0][0])
+    if aliased:
+        return WRONG, aliased
     oracle = resolve(case.oracle) if case.oracle else fn
     try:
         expected = _run(oracle, contiguous_cpu(case.args), contiguous_cpu(case.kwargs), case.grad)

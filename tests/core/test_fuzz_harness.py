@@ -40,6 +40,12 @@ def test_wrong_results_and_wrong_updates_are_wrong(worker: Worker) -> None:
     assert _kind(worker, Case(REF + "selftest_in_place", (t,))) == "wrong"
 
 
+def test_an_output_aliasing_an_input_is_wrong(worker: Worker) -> None:
+    """Unless the schema declares the alias (docs/design.md: no output aliases an input)."""
+    assert _kind(worker, Case(REF + "selftest_leak", (torch.ones(3),))) == "wrong"
+    assert _kind(worker, Case(REF + "selftest_leak", (torch.ones(0),))) == "equal"  # no memory
+
+
 def test_errors_must_name_op_and_argument(worker: Worker) -> None:
     t = torch.ones(3)
     clear = Case(REF + "selftest_error", (t, "selftest_error: t must be 1-D"), expect="error")
