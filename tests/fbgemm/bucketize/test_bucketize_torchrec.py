@@ -108,3 +108,5 @@ def test_meta_kernel_of_bucketize_sparse_features() -> None:
         ((40,), I64, "meta"),
     ]
     assert F.bucketize_sparse_features(lengths, x, False, 4)[2:] == (None, None)
+    with pytest.raises(ValueError, match=r"bucketize_sparse_features: argument 'my_size' = "):
+        F.bucketize_sparse_features(lengths, x, False, 2**62)  # 6 * 2**62 counts

@@ -278,7 +278,7 @@ def bucketize_sparse_features_meta(
     known from the input shapes."""
     _check_cyclic(lengths, indices, my_size, weights)
     return (
-        lengths.new_empty(lengths.numel() * my_size),
+        new_lengths(BUCKETIZE_SPARSE_FEATURES, lengths, my_size),  # refuses sizes past int64
         torch.empty_like(indices),
         None if weights is None else torch.empty_like(weights),
         torch.empty_like(indices) if bucketize_pos else None,
