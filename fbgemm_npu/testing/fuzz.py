@@ -59,6 +59,7 @@ from fbgemm_npu.testing.fuzz_worker import CLEAR_ERROR, CRASH, EQUAL, HANG, HEAD
 CI_CASES = 300  # per family, the CI size
 LONG_CASES = 10_000  # per family, the long mode
 TIMEOUT_S = float(os.environ.get("FBGEMM_NPU_FUZZ_TIMEOUT", 60))  # longer: a hang
+STARTUP_S = 300.0  # a fresh worker's imports (torch, fbgemm_gpu, the simulator), on a loaded host
 GOOD = (EQUAL, CLEAR_ERROR)
 
 __all__ = ["CI_CASES", "LONG_CASES", "Case", "On", "TALLY", "fuzz_test", "report", "worker"]
@@ -144,7 +145,8 @@ class Worker:
         return b"".join(chunks)
 
     def run(self, case: Case) -> tuple[str, str]:
-        if self.proc is None or self.proc.poll() is not None:
+        fresh = self.proc is None or self.proc.poll() is not None
+        if fresh:
             self.proc = self._start()
         payload = pickle.dumps(case)
         assert self.proc.stdin is not None
@@ -154,8 +156,8 @@ class Worker:
         except BrokenPipeError:
             self.stop()
             return CRASH, "the worker had died: " + self._tail()
-        # the first case of a worker also pays its start-up (torch, fbgemm_gpu, the simulator)
-        header = self._read(HEADER.size, TIMEOUT_S * 3)
+        # the first case of a worker also pays its start-up, which is not the case's hang
+        header = self._read(HEADER.size, TIMEOUT_S + (STARTUP_S if fresh else 0.0))
         if header is None:
             self.stop()
             return HANG, f"no answer in {TIMEOUT_S:.0f} s"
