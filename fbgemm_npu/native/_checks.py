@@ -86,6 +86,7 @@ _ALLOCATION_FAILURES = (
     "out of host memory",
     "Tried to allocate",
     "Storage size calculation overflowed",
+    "Stride calculation overflowed",  # an empty shape whose strides pass 2**63 (empty_strided)
 )
 
 
