@@ -17,10 +17,12 @@ backward, 40 per D -- the notes say where a step measured over it (from the coun
 argument path, not from sums of these ceilings).  Every forward clamps each index into its own
 table (one launch per call: an index outside it must never read or update another table's
 rows) and, with the data checks on, raises for an index the clamp moved, as upstream's CPU
-kernels raise: ``checks`` 3 (an ``eq``, an ``all``, the ``_assert_async``; once per call, not per
-D); the backwards have no data checks.  No call syncs once the layout is known
-(``fbgemm_npu.split_table.register_tbe_layout``; otherwise the first call with a new layout reads
-it back once).
+kernels raise, or for offsets that do not start at 0, decrease or end past the indices (what
+``BoundsCheckMode.NONE`` lets through): ``checks`` 7 (an ``eq`` of the indices, the offsets padded
+with their bound, a ``ge``, an ``eq`` of the first offset, a ``cat``, an ``all``, the
+``_assert_async``; once per call, not per D); the backwards have no data checks.  No call
+syncs once the layout is known (``fbgemm_npu.split_table.register_tbe_layout``; otherwise the
+first call with a new layout reads it back once).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from fbgemm_npu.native.family import Budget
 _MAIN = 9
 _FORWARD = {"weighted_mean": 12, "sequence": 6}
 _VBE_FORWARD = {"vbe": 21}
-# The data check of the indices (eq, all, _assert_async) runs in the forward only.
-_CHECKS = 3
+# The data check of the indices and offsets (eq, pad, ge, eq, cat, all, _assert_async) runs
+# in the forward only.
+_CHECKS = 7
 _WEIGHTED_MEAN_NOTE = "weighted MEAN forward over 10 per D (bag lengths, clamp, divide)"
 _VBE_NOTE = "VBE forward too (per-bag output offsets from the call's data, feature search, scatter)"
 # The optimizer step is elementwise math on the [L, D] rows, one ATen op per term.

@@ -17,11 +17,27 @@ from typing import Any
 
 import torch
 
+from fbgemm_npu.native._checks import (
+    INDEX_DTYPES,
+    check_dtype,
+    check_ndim,
+    check_same_device,
+    check_tensor,
+)
 from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, get_plan, tracing
 from fbgemm_npu.native.fbgemm.tbe.forward import VbeArgs, output_dtype_of
 from fbgemm_npu.native.fbgemm.tbe.optimizers import OPTIMIZERS, StepArgs
 
-__all__ = ["GwdArgs", "LookupCall", "named_args", "op_name", "parse_call"]
+__all__ = [
+    "GwdArgs",
+    "LookupCall",
+    "check_lookup_inputs",
+    "named_args",
+    "op_name",
+    "parse_call",
+]
+
+_WEIGHT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 # optim_int / optim_float / optim_bool names per optimizer, in the invokers' order (1.8.0).
 _OPTIM_INT = {
@@ -150,6 +166,49 @@ def _placed(op: str, arg: str, parts: list[Any]) -> tuple[torch.Tensor, torch.Te
     )
 
 
+def check_lookup_inputs(
+    op: str,
+    weights: torch.Tensor,
+    D_offsets: torch.Tensor,
+    indices: Any,
+    offsets: Any,
+    indice_weights: Any,
+    vbe: bool,
+) -> None:
+    """The batch of a lookup call, from its metadata alone (no launch, no sync): 1-D int32 /
+    int64 ``indices`` and ``offsets``; ``B * T + 1`` offsets without VBE (``T`` features, at least
+    one offset with VBE); per-sample weights (``indice_weights``; ``per_sample_weights`` of the
+    module) a float vector of one value per index; every one on the tables' device.
+    ``ValueError`` / ``RuntimeError`` naming ``op`` and the argument (docs/design.md rule 9)."""
+    check_ndim(op, "indices", check_tensor(op, "indices", indices), (1,))
+    check_ndim(op, "offsets", check_tensor(op, "offsets", offsets), (1,))
+    check_dtype(op, "indices", indices, INDEX_DTYPES)
+    check_dtype(op, "offsets", offsets, INDEX_DTYPES)
+    T = D_offsets.numel() - 1
+    n = offsets.numel()
+    if n < 1 or (not vbe and T > 0 and (n - 1) % T != 0):
+        raise ValueError(
+            f"{op}: argument 'offsets' has {n} elements; it must have B * T + 1 for T = {T} "
+            "features (B bags each)" + ("" if vbe else f", i.e. 1 more than a multiple of {T}")
+        )
+    if indice_weights is not None:
+        what = "argument 'indice_weights' (the module's per_sample_weights)"
+        check_tensor(op, "indice_weights", indice_weights)
+        if indice_weights.dtype not in _WEIGHT_DTYPES or indice_weights.dim() != 1:
+            raise ValueError(
+                f"{op}: {what} must be a 1-D float32, float16 or bfloat16 tensor, got a "
+                f"{indice_weights.dim()}-D {indice_weights.dtype} tensor"
+            )
+        if indice_weights.numel() != indices.numel():
+            raise ValueError(
+                f"{op}: {what} has {indice_weights.numel()} elements; it must have one per "
+                f"index ({indices.numel()})"
+            )
+    check_same_device(
+        op, weights=weights, indices=indices, offsets=offsets, indice_weights=indice_weights
+    )
+
+
 def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
     """Unpack the named arguments of a pt2 lookup call (see the invokers for the list orders)."""
     op = op_name(optimizer)
@@ -196,6 +255,15 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
                 "AdaGrad and a non-empty 'prev_iter_dev' in 'aux_tensor'"
             )
         gwd = GwdArgs(prev_iter=prev_iter, lower_bound=float(aux_f[0]) if aux_f else 0.0)
+    check_lookup_inputs(
+        op,
+        weights,
+        a["D_offsets"],
+        a["indices"],
+        a["offsets"],
+        a.get("indice_weights"),
+        vbe is not None,
+    )
     traced = tracing(weights, a["D_offsets"], a["indices"])
     lr_t = a.get("learning_rate_tensor")
     lr: float | torch.Tensor = 0.0

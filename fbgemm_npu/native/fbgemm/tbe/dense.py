@@ -19,7 +19,7 @@ import torch
 
 from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, class_view, get_plan, tracing
 from fbgemm_npu.native.fbgemm.tbe.backward import grad_rows_unsorted, index_scale
-from fbgemm_npu.native.fbgemm.tbe.call import named_args
+from fbgemm_npu.native.fbgemm.tbe.call import check_lookup_inputs, named_args
 from fbgemm_npu.native.fbgemm.tbe.forward import ForwardState, VbeArgs, output_dtype_of, tbe_forward
 from fbgemm_npu.native.fbgemm.tbe.traced_backward import TracedDenseLookup, dense_forward
 
@@ -60,6 +60,8 @@ class DenseLookupFunction(torch.autograd.Function):
             grad_iw = torch.zeros_like(ctx.indice_weights, dtype=torch.float32)
         if ctx.needs_input_grad[0]:
             grad_w = torch.zeros_like(weights).reshape(-1)
+        if grad_output.numel() == 0:  # no bags: no index reaches a row
+            return None if grad_w is None else grad_w.view_as(weights), grad_iw, None
         scale = index_scale(state, args["offsets"], mode, ctx.indice_weights)
         for cls, mat in zip(plan.classes, state.mats, strict=True):
             rows = grad_rows_unsorted(plan, cls, mat, grad_output, state, mode, vbe).float()
@@ -96,6 +98,15 @@ def _args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
             a["vbe_B_offsets_rank_per_feature"],
             int(a["vbe_output_size"]),
         )
+    check_lookup_inputs(
+        op,
+        a["dev_weights"],
+        a["D_offsets"],
+        a["indices"],
+        a["offsets"],
+        a["indice_weights"],
+        vbe is not None,
+    )
     return {
         "dev_weights": a["dev_weights"],
         "indice_weights": a["indice_weights"],

@@ -41,7 +41,8 @@ Strided ``indices`` / ``offsets`` views are copied to contiguous tensors first (
 
 Launches (non-VBE, one class, fp32): searchsorted, floor_divide, index_select, the clamp,
 addcmul, _embedding_bag, the transposing copy into the output (dtype conversion included); the
-index check (eq, all, _assert_async) with the data checks on; the gradient
+index and offsets check with the data checks on (:func:`_bounded_indices`; unweighted MEAN
+reuses its padded offsets, or pads them itself with the checks off); the gradient
 row of each index when autograd will need the backward (see ``_set_grad_rows``); a cast of
 half-precision per-sample weights; for weighted MEAN the bag lengths, a clamp and a divide; a
 cast of int32 offsets when the indices are int64 (upstream's module makes them match).  Each
@@ -71,6 +72,7 @@ __all__ = [
     "POOLING_SUM",
     "ForwardState",
     "VbeArgs",
+    "closed_offsets",
     "output_dtype_of",
     "tbe_forward",
     "vbe_row_output_offsets",
@@ -139,7 +141,8 @@ def _bags_and_features(
     bag = torch.searchsorted(offsets[1:], ar, right=True, out_int32=use_i32)
     if vbe is None:
         B = total_bags // plan.T if plan.T > 0 else 0
-        t = torch.div(bag, max(B, 1), rounding_mode="floor")
+        # no bags: every index lies past offsets[-1] (the dummy feature T), as bag // B says
+        t = torch.div(bag, B, rounding_mode="floor") if B > 0 else torch.full_like(bag, plan.T)
         return bag, t, B
     b_off = vbe.B_offsets
     if b_off.dtype != bag.dtype:
@@ -210,26 +213,48 @@ def _set_grad_rows(
 
 
 def _bounded_indices(
-    op: str, indices: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor
-) -> torch.Tensor:
-    """``indices`` clamped to their tables (``lo``, ``hi``: each index's bounds, from the
-    plan's per-feature table): an index outside ``[0, E_t)`` -- ``-1`` included -- then reads
-    and updates a row of its own table, never another table's.  With the data checks on (the
-    default) an index that needed the clamp raises instead, as upstream's CPU kernels raise
-    (``Index ... is out of bounds``) in every ``BoundsCheckMode``: FATAL refuses it in
-    ``bounds_check_indices`` already, WARNING and IGNORE repair all but ``-1`` there, NONE checks
-    nothing before the lookup.  Launches: the clamp; the checks add an ``eq``, an ``all`` and
-    the ``_assert_async``."""
+    op: str,
+    indices: torch.Tensor,
+    lo: torch.Tensor,
+    hi: torch.Tensor,
+    offsets: torch.Tensor,
+    traced: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``indices`` clamped to their tables (``lo``, ``hi``: each index's bounds): an index
+    outside ``[0, E_t)`` -- ``-1`` included -- then reads and updates its own table, never
+    another.  With the data checks on it raises instead, as upstream's CPU kernels do in every
+    ``BoundsCheckMode`` (FATAL refuses it in ``bounds_check_indices``, WARNING and IGNORE repair
+    all but ``-1``, NONE checks nothing), and so do ``offsets`` that do not start at 0, decrease
+    or end past the indices (only NONE lets them through: upstream's kernel then reads past its
+    buffers, or skips the indices before a first offset above 0, which torch's bag cannot).
+    Returns the clamped indices and, with the checks on, :func:`closed_offsets` (which MEAN
+    needs).  Launches: the clamp; the checks add ``pad``, ``eq``, ``ge``, ``eq``, ``cat``,
+    ``all``, ``_assert_async``."""
     safe = torch.clamp(indices, lo, hi)
     if validation_enabled():
+        ends = closed_offsets(offsets, indices.numel(), traced)
+        ok = torch.cat(
+            [torch.eq(safe, indices), torch.ge(ends[1:], ends[:-1]), torch.eq(offsets[:1], 0)]
+        )
         assert_on_device(
             op,
-            torch.eq(safe, indices).all(),
-            "argument 'indices' holds an index outside [0, rows of its table) (-1 included); "
-            "upstream raises for it too (repair with bounds_check_indices, BoundsCheckMode."
-            "WARNING or IGNORE, which zero all but -1)",
+            ok.all(),
+            "argument 'indices' holds an index outside [0, rows of its table) (-1 included; "
+            "upstream raises too), or argument 'offsets' does not start at 0, decreases or "
+            "ends past the indices (BoundsCheckMode.WARNING / IGNORE repair all but -1)",
         )
-    return safe
+        return safe, ends
+    return safe, None
+
+
+def closed_offsets(offsets: torch.Tensor, L: int, traced: bool = False) -> torch.Tensor:
+    """``offsets`` followed by ``L``: the indices past ``offsets[-1]`` closed into a bag of
+    their own (one ``pad``; traced, a ``full`` and a ``cat``: a symbolic pad value would
+    specialise the graph on the indices' length)."""
+    if traced:
+        bound = torch.full((1,), L, dtype=offsets.dtype, device=offsets.device)
+        return torch.cat([offsets, bound])
+    return torch.nn.functional.pad(offsets, (0, 1), value=L)
 
 
 def tbe_forward(
@@ -261,12 +286,12 @@ def tbe_forward(
     indices, offsets = indices.contiguous(), offsets.contiguous()
     bag, t, B = _bags_and_features(plan, indices, offsets, vbe)
     mats = []
-    safe = indices
+    safe, ends = indices, None
     for i, cls in enumerate(plan.classes):
         tab = (cls.rows if for_backward else cls.fwd_rows).index_select(0, t)  # [L, 2m + 2]
         m = (tab.size(1) - 2) // 2
         if i == 0:
-            safe = _bounded_indices(op, indices, tab.T[-2], tab.T[-1])
+            safe, ends = _bounded_indices(op, indices, tab.T[-2], tab.T[-1], offsets)
         mat = torch.empty((m, L), dtype=torch.int64, device=indices.device)
         torch.addcmul(tab.T[:m], tab.T[m : 2 * m], safe, out=mat)  # [m, L], rows contiguous
         mats.append(mat)
@@ -296,7 +321,12 @@ def tbe_forward(
             if indice_weights.dtype == weights.dtype
             else indice_weights.to(weights.dtype)
         )
-    offs = offsets if offsets.dtype == indices.dtype else offsets.to(indices.dtype)
+    bag_offsets = offsets
+    if mode == 1:
+        # torch's mean bag divides the last bag by a count that includes the indices past
+        # offsets[-1] (upstream ignores them): close those into a bag of their own, dropped below
+        bag_offsets = ends if ends is not None else closed_offsets(offsets, L)
+    offs = bag_offsets if bag_offsets.dtype == indices.dtype else bag_offsets.to(indices.dtype)
     inv_len = None
     if pooling_mode == POOLING_MEAN and indice_weights is not None:
         inv_len = (offsets[1:] - offsets[:-1]).clamp_(min=1)
@@ -319,6 +349,8 @@ def tbe_forward(
     for cls, mat in zip(plan.classes, mats, strict=True):
         view = class_view(weights, cls.D, cls.w_residue)
         pooled = torch._embedding_bag(view, mat[0], offs, False, mode, False, psw, True, -1)[0]
+        if mode == 1:
+            pooled = pooled[:-1]
         if inv_len is not None:
             pooled = pooled / inv_len[:, None]
         if vbe is not None:

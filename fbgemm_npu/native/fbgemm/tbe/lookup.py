@@ -49,6 +49,8 @@ __all__ = [
     "gwd_index_scale",
     "indice_weights_grad_scaled",
     "lookup_forward_only",
+    "no_gradient",
+    "rows_gradient",
     "run_backward",
     "run_lookup",
 ]
@@ -174,6 +176,8 @@ def run_backward(
         if call.gradient_clipping:
             # upstream clips the output gradient itself, before any per-index scaling
             grad_output = grad_output.clamp(min=-call.max_gradient, max=call.max_gradient)
+        if grad_output.numel() == 0:
+            return no_gradient(call, need_indice_weights_grad)
         iw_grad = None
         if need_indice_weights_grad and call.indice_weights is not None:
             iw_grad = _indice_weights_grad(call, plan, state, grad_output)
@@ -279,8 +283,12 @@ def _none_grad(
     cls, mat = plan.classes[0], state.mats[0]
     slots = _aggregate(call, plan, cls, mat, state, grad_output)
     n = call.total_unique_indices
-    rows = slots.index[0][:n]
-    values = slots.agg[:n].to(call.weights.dtype)
+    return rows_gradient(call, slots.index[0][:n], slots.agg[:n].to(call.weights.dtype))
+
+
+def rows_gradient(call: LookupCall, rows: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """The ``none`` optimizer's gradient of the weights, ``values`` at ``rows``: upstream's
+    sparse COO ``[total_hash_size, max_D]`` (dense where the device has no sparse tensors)."""
     size = (call.total_hash_size, call.max_D)
     try:
         return torch.sparse_coo_tensor(rows[None, :], values, size)
@@ -288,3 +296,18 @@ def _none_grad(
         # A backend without sparse tensors (the simulator): the same gradient, dense.
         dense = values.new_zeros(size)
         return dense.index_put_((rows,), values, accumulate=True)
+
+
+def no_gradient(
+    call: LookupCall, need_indice_weights_grad: bool
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The backward of a lookup whose output is empty (no bags: ``B = 0``, every index past
+    ``offsets[-1]``): no row is touched, no optimizer step; zero per-sample-weight gradients
+    and, for the ``none`` optimizer, an empty weights gradient."""
+    iw_grad = None
+    if need_indice_weights_grad and call.indice_weights is not None:
+        iw_grad = call.indice_weights.new_zeros(call.indice_weights.shape, dtype=torch.float32)
+    if call.optimizer != "none":
+        return iw_grad, None
+    rows = torch.zeros(0, dtype=torch.int64, device=call.weights.device)
+    return iw_grad, rows_gradient(call, rows, call.weights.new_zeros((0, call.max_D)))

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native._checks import INDEX_DTYPES, assert_on_device, check_dtype, check_tensor
+from fbgemm_npu.native._checks import (
+    INDEX_DTYPES,
+    assert_on_device,
+    check_dtype,
+    check_same_device,
+    check_tensor,
+)
 from fbgemm_npu.native.fbgemm.tbe._utils import arange_cached
 from fbgemm_npu.native.fbgemm.tbe.forward import vbe_row_output_offsets
 
@@ -74,12 +80,24 @@ def bounds_check_indices_npu(
     check_dtype(op, "rows_per_table", check_tensor(op, "rows_per_table", rows_per_table), I64)
     check_dtype(op, "indices", check_tensor(op, "indices", indices), INDEX_DTYPES)
     check_tensor(op, "offsets", offsets)
+    check_same_device(
+        op,
+        rows_per_table=rows_per_table,
+        indices=indices,
+        offsets=offsets,
+        warning=warning,
+        weights=weights,
+        B_offsets=B_offsets,
+    )
     mode = int(bounds_check_mode)
     if mode not in (FATAL, WARNING, IGNORE):
         return
     T = rows_per_table.numel()
     total_B = offsets.numel() - 1
-    if T == 0 or total_B < 0:
+    if total_B < 0:
+        # upstream's CPU kernel reads offsets[-1] regardless (a segfault for empty offsets)
+        raise ValueError(f"{op}: argument 'offsets' is empty; it must have B * T + 1 elements")
+    if T == 0:
         return
     vbe = B_offsets is not None
     B = total_B // T
@@ -95,6 +113,15 @@ def bounds_check_indices_npu(
             f"'indices' ({N})"
         )
     write_offsets = offsets.dtype == indices.dtype
+    if mode != FATAL:
+        # the repairs are written in place: into a tensor whose elements share memory (an
+        # expand()ed one) they cannot be (torch refuses; upstream's kernel would race)
+        for arg, t in (("indices", indices), ("offsets", offsets if write_offsets else None)):
+            if t is not None and torch._debug_has_internal_overlap(t) == 1:
+                raise ValueError(
+                    f"{op}: argument '{arg}' has elements that share memory (stride 0, e.g. "
+                    "expand()); WARNING and IGNORE repair it in place: pass a contiguous copy"
+                )
     o = offsets if write_offsets else offsets.to(indices.dtype)
     last_bad = o[-1:] != N  # [1]
     o_last = o

@@ -42,6 +42,7 @@ from fbgemm_npu.native.fbgemm.tbe.forward import (
     ForwardState,
     VbeArgs,
     _bounded_indices,
+    closed_offsets,
     vbe_row_output_offsets,
 )
 
@@ -189,14 +190,15 @@ def traced_forward(
     bag = torch.searchsorted(offsets[1:], ar, right=True, out_int32=use_i32)
     if vbe is None:
         B = total_bags // lay.T if lay.T > 0 else 0
-        t = torch.div(bag, max(B, 1), rounding_mode="floor")
+        # no bags: every index lies past offsets[-1] (the dummy feature T), as bag // B says
+        t = torch.div(bag, B, rounding_mode="floor") if B > 0 else torch.full_like(bag, lay.T)
     else:
         B = -1
         b_off = vbe.B_offsets
         t = torch.searchsorted(b_off[1:], bag.to(b_off.dtype), right=True, out_int32=use_i32)
     tab = lay.tab.index_select(0, t)  # [L, 2m + 2]
     m = lay.m
-    safe = _bounded_indices(op, indices, tab.T[-2], tab.T[-1])
+    safe, ends = _bounded_indices(op, indices, tab.T[-2], tab.T[-1], offsets, traced=True)
     mat = torch.addcmul(tab.T[:m], tab.T[m : 2 * m], safe).contiguous()  # [m, L] int64
     row_starts = None
     if vbe is not None:
@@ -226,7 +228,12 @@ def traced_forward(
         indice_weights = scale if indice_weights is None else indice_weights * scale
     mode = 0 if (pooling_mode == POOLING_SUM or indice_weights is not None) else 1
     psw = None if indice_weights is None else indice_weights.to(weights.dtype)
-    pooled = torch._embedding_bag(rows, ar, offsets, False, mode, False, psw, True, -1)[0]
+    bag_offsets = offsets
+    if mode == 1:  # see .forward: torch's mean counts the indices past offsets[-1]
+        bag_offsets = ends if ends is not None else closed_offsets(offsets, L, traced=True)
+    pooled = torch._embedding_bag(rows, ar, bag_offsets, False, mode, False, psw, True, -1)[0]
+    if mode == 1:
+        pooled = pooled[:-1]
     if pooling_mode == POOLING_MEAN and indice_weights is not None:
         pooled = pooled / (offsets[1:] - offsets[:-1]).clamp_(min=1)[:, None]
     if vbe is not None:

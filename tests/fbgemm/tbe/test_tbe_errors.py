@@ -1,0 +1,166 @@
+"""What the tbe fuzz tests (tests/fuzz/test_fuzz_tbe.py) found, each pinned by a deterministic
+case: upstream's TBE module on npu against the same module on the CPU (upstream's kernels) in
+the program of ``fbgemm_npu/testing/fuzz_tbe.py``, or a clear error naming the op and the
+argument (docs/design.md rule 9) where upstream raises, crashes or reads past its buffers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from fbgemm_npu.testing.fuzz_tbe import tbe_step
+from fbgemm_npu.testing.tbe_inputs import NPU, host_layout, rmsprop_ar_kwargs, rmsprop_ar_lookup
+
+SGD = "fbgemm::split_embedding_codegen_lookup_sgd_function_pt2"
+BOUNDS = "fbgemm::bounds_check_indices"
+RMSPROP = "fbgemm::split_embedding_codegen_lookup_rowwise_rmsprop_ar_function_pt2"
+SPECS = [(5, 4), (6, 8)]
+INDICES = [0, 1, 2, 3, 4, 1]
+
+
+def _weights(specs: list[tuple[int, int]] = SPECS) -> torch.Tensor:
+    total = sum(r * d for r, d in specs)
+    return torch.rand(total, generator=torch.Generator().manual_seed(0)) - 0.5
+
+
+def _both(indices: list[int], offsets: list[int], **kw: Any) -> tuple[Any, Any]:
+    """The program on npu and on the CPU (upstream), same inputs."""
+    w, i, o = _weights(kw.get("specs", SPECS)), torch.tensor(indices), torch.tensor(offsets)
+    kw.setdefault("specs", SPECS)
+    ours = tbe_step(w.to(NPU), i.to(NPU), o.to(NPU), **kw)
+    theirs = tbe_step(w, i, o, **kw)
+    return ours, theirs
+
+
+def _assert_same(ours: Any, theirs: Any) -> None:
+    out, tables, states, _, _ = ours
+    torch.testing.assert_close(out.cpu(), theirs[0], rtol=1e-5, atol=1e-6)
+    for a, e in zip(tables + states, theirs[1] + theirs[2], strict=True):
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["EXACT_SGD", "EXACT_ROWWISE_ADAGRAD"])
+def test_mean_ignores_the_indices_past_the_last_offset_like_upstream(optimizer: str) -> None:
+    """Was silently wrong: torch's mean bag counted the indices past ``offsets[-1]`` into the
+    last bag's divisor (upstream ignores them)."""
+    specs = [(1, 4)]
+    kw = {"specs": specs, "optimizer": optimizer, "mode": "NONE", "pooling": "MEAN"}
+    ours, theirs = _both([0] * 6, [0, 2, 3], grad_seed=0, **kw)
+    _assert_same(ours, theirs)
+
+
+@pytest.mark.parametrize("optimizer", ["EXACT_SGD", "EXACT_ROWWISE_ADAGRAD"])
+def test_no_bags_with_indices_trains_nothing_like_upstream(optimizer: str) -> None:
+    """Was a crash of the backward (``Index 0 ... not in the valid range [0, 0)``): offsets
+    ``[0]`` (B = 0) with indices, every index past the end (BoundsCheckMode.NONE; the other
+    modes refuse or move the last offset)."""
+    kw = {"specs": [(1, 4)], "optimizer": optimizer, "mode": "NONE", "grad_seed": 1}
+    ours, theirs = _both([0, 0, 0], [0], **kw)
+    assert ours[0].shape == (0, 4)
+    _assert_same(ours, theirs)
+
+
+@pytest.mark.parametrize(
+    ("offsets", "why"),
+    [
+        ([0, 3, 2, 5, 6], "decreases"),  # upstream's CPU kernel reads uninitialised memory
+        ([0, 1, 2, 3, 9], "past the end"),
+        ([0, -3, 2, 5, 6], "negative"),
+        ([2, 3, 4, 5, 6], "not from 0"),  # upstream skips indices[:2]; torch's bag cannot
+    ],
+)
+def test_broken_offsets_without_a_bounds_check_raise_naming_offsets(
+    offsets: list[int], why: str
+) -> None:
+    """Were torch's internal messages (``Expected i < index_size``, ``offsets[0] has to be
+    0``) or, on a device without those checks, reads past the buffers: BoundsCheckMode.NONE
+    hands broken offsets to the lookup, whose data check now refuses them."""
+    w = _weights().to(NPU)
+    with pytest.raises(RuntimeError, match=f"{SGD}.*'offsets'"):
+        tbe_step(
+            w,
+            torch.tensor(INDICES).to(NPU),
+            torch.tensor(offsets).to(NPU),
+            specs=SPECS,
+            mode="NONE",
+        )
+
+
+@pytest.mark.parametrize("offsets", [[], [0, 1, 3, 6]])
+def test_offsets_of_the_wrong_length_raise_naming_offsets(offsets: list[int]) -> None:
+    """Were ``Trying to create tensor with negative dimension`` (empty offsets) or a wrong
+    bag count; upstream's CPU bounds check segfaults on empty offsets."""
+    w, i = _weights().to(NPU), torch.tensor(INDICES).to(NPU)
+    o = torch.tensor(offsets, dtype=torch.int64).to(NPU)
+    with pytest.raises(ValueError, match=f"{SGD}: argument 'offsets' has {len(offsets)}"):
+        tbe_step(w, i, o, specs=SPECS, mode="NONE")
+    if not offsets:
+        warning = torch.zeros(1, dtype=torch.int64, device=NPU)
+        rows = torch.tensor([5, 6], device=NPU)
+        with pytest.raises(ValueError, match=f"{BOUNDS}: argument 'offsets' is empty"):
+            torch.ops.fbgemm.bounds_check_indices(rows, i, o, 1, warning)
+
+
+@pytest.mark.parametrize("mode", ["WARNING", "NONE"])
+@pytest.mark.parametrize("which", ["indices", "offsets", "per_sample_weights"])
+def test_an_input_on_another_device_raises_naming_it(mode: str, which: str) -> None:
+    """Was torch's ``Expected all tensors to be on the same device`` (naming no op)."""
+    w = _weights().to(NPU)
+    i, o = torch.tensor(INDICES).to(NPU), torch.tensor([0, 1, 2, 3, 6]).to(NPU)
+    psw = torch.rand(len(INDICES)).to(NPU)
+    args = {"indices": i, "offsets": o, "per_sample_weights": psw}
+    args[which] = args[which].cpu()
+    op = BOUNDS if mode == "WARNING" else SGD
+    arg = "weights" if which == "per_sample_weights" and mode == "WARNING" else which
+    arg = "indice_weights" if which == "per_sample_weights" and mode == "NONE" else arg
+    with pytest.raises(RuntimeError, match=f"{op}: arguments .*'{arg}'.* same device"):
+        tbe_step(
+            w, args["indices"], args["offsets"], args["per_sample_weights"], specs=SPECS, mode=mode
+        )
+
+
+@pytest.mark.parametrize("n", [5, 7])
+def test_per_sample_weights_of_the_wrong_length_raise(n: int) -> None:
+    """Without a bounds check (which checks the length) the lookup names them."""
+    w, i = _weights().to(NPU), torch.tensor(INDICES).to(NPU)
+    o, psw = torch.tensor([0, 1, 2, 3, 6]).to(NPU), torch.rand(n).to(NPU)
+    match = f"{SGD}: argument 'indice_weights'.* has {n} elements; it must have one per index"
+    with pytest.raises(ValueError, match=match):
+        tbe_step(w, i, o, psw, specs=SPECS, mode="NONE")
+    # the raw op (upstream's modules cast the weights to float32 first)
+    layout = host_layout(SPECS, NPU)
+    states = [torch.zeros(layout.total_rows, device=NPU) for _ in range(2)]
+    kwargs = rmsprop_ar_kwargs(layout, _weights().to(NPU), states, i, o, 1)
+    kwargs["indice_weights"] = torch.ones(len(INDICES), dtype=torch.float64, device=NPU)
+    with pytest.raises(ValueError, match=f"{RMSPROP}: argument 'indice_weights'.*1-D float32"):
+        rmsprop_ar_lookup(**kwargs)
+
+
+@pytest.mark.parametrize("which", ["indices", "offsets"])
+def test_bounds_check_cannot_repair_an_expanded_tensor_in_place(which: str) -> None:
+    """Was torch's ``more than one element of the written-to tensor refers to a single memory
+    location``: WARNING and IGNORE write their repairs into ``indices`` / ``offsets``."""
+    rows = torch.tensor([5, 6], device=NPU)
+    i = torch.tensor([1, 1, 1, 1], device=NPU)
+    o = torch.tensor([0, 1, 2, 3, 4], device=NPU)
+    if which == "indices":
+        i = i[:1].expand(4)
+    else:
+        o = torch.zeros(1, dtype=torch.int64, device=NPU).expand(5)
+    warning = torch.zeros(1, dtype=torch.int64, device=NPU)
+    with pytest.raises(ValueError, match=f"{BOUNDS}: argument '{which}' has elements that share"):
+        torch.ops.fbgemm.bounds_check_indices(rows, i, o, 1, warning)
+    if which == "indices":
+        torch.ops.fbgemm.bounds_check_indices(rows, i, o, 0, warning)  # FATAL writes nothing
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.uint8])
+def test_non_integer_indices_raise_naming_indices(dtype: torch.dtype) -> None:
+    """BoundsCheckMode.NONE hands them straight to the lookup."""
+    w, o = _weights().to(NPU), torch.tensor([0, 1, 2, 3, 6]).to(NPU)
+    i = torch.tensor(INDICES).to(dtype).to(NPU)
+    with pytest.raises(ValueError, match=f"{SGD}: argument 'indices' must have dtype"):
+        tbe_step(w, i, o, specs=SPECS, mode="NONE")
