@@ -75,13 +75,13 @@ def _bdvj_backward(d: str) -> list[Sample]:
     return _one(_randn(d, 6, 3, seed=2), v, a, _t(_OFF, d))
 
 
-@_for("dense_to_jagged_forward")  # dense_to_jagged: upstream's composite, not ours
+@_for("dense_to_jagged", "dense_to_jagged_forward")
 def _dense_to_jagged(d: str) -> list[Sample]:
     dense = _randn(d, 3, 4, 3)
     return [((dense, _off(d)), {"total_L": 5}), ((dense, _off(d)), {})]
 
 
-@_for("jagged_to_padded_dense_forward")  # jagged_to_padded_dense: likewise
+@_for("jagged_to_padded_dense", "jagged_to_padded_dense_forward")
 def _to_padded(d: str) -> list[Sample]:
     x = _randn(d, 5, 3)
     return [((x, _off(d), [4]), {"padding_value": -1.0}), ((x, _off(d), [2]), {})]

@@ -25,13 +25,14 @@ COMPOSITES = ("jagged_to_padded_dense", "dense_to_jagged")
 
 
 def test_composite_ops_are_upstreams() -> None:
-    """Upstream's CompositeImplicitAutograd kernels, no kernel of ours: on npu they run our
-    forward ops (no missing kernel), with or without autograd."""
+    """Upstream's CompositeImplicitAutograd kernels, with no PrivateUse1 kernel of ours (only
+    the autograd one that guards the arguments): on npu they run our forward ops (no missing
+    kernel), with autograd, without, and in inference mode (below autograd)."""
     for op in COMPOSITES:
         name = f"fbgemm::{op}"
         assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
-        for key in ("PrivateUse1", "AutogradPrivateUse1"):
-            assert not torch._C._dispatch_has_kernel_for_dispatch_key(name, key), (op, key)
+        assert not torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"), op
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "AutogradPrivateUse1"), op
     for grad, inference in ((False, False), (True, False), (False, True)):
         dense = torch.ones(3, 3, 1, device=NPU, requires_grad=grad)
         with torch.inference_mode(inference), count() as c:  # inference: below autograd

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from conformance.specs.fbgemm.jagged.elementwise import to_jagged_reference, walk
+from fbgemm_npu.native.fbgemm.jagged._utils import checked_dense_index
 from fbgemm_npu.testing.jagged_inputs import OFFSETS, VALUES, nested, to_npu
 
 F = torch.ops.fbgemm
@@ -163,3 +164,16 @@ def test_stacked_meta_shapes() -> None:
         0,
     )
     assert [tuple(t.shape) for t in out] == [(4, 2), (4, 5)]
+
+
+def test_int32_offsets_into_more_rows_than_int32_holds_build_an_int64_index() -> None:
+    """Padding positions point at the spare row, the row count: past 2**31 - 1 rows it does not
+    fit int32 offsets, and the index is built in int64 (found by the fuzz suite: a
+    dense_to_jagged of int32 offsets with total_L = 2**40 failed in masked_fill_ with "value
+    cannot be converted to type int without overflow" instead of naming total_L)."""
+    offsets = [torch.tensor([0, 2, 3], dtype=torch.int32, device=NPU)]
+    index = checked_dense_index("fbgemm::op", offsets, [3], 2**31, "what")
+    assert index is not None
+    rows, pad = index
+    assert rows.dtype == torch.int64
+    assert rows[pad].eq(2**31).all() and rows[~pad].tolist() == [0, 1, 2]

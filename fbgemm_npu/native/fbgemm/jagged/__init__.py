@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
-from fbgemm_npu.native.fbgemm.jagged import elementwise, matmul, stacked, to_dense, to_jagged
+from fbgemm_npu.native.fbgemm.jagged import (
+    elementwise,
+    jagged_output,
+    matmul,
+    stacked,
+    to_dense,
+    to_jagged,
+)
 from fbgemm_npu.native.fbgemm.jagged.budgets import BUDGETS
 
 # every kernel checks its tensor arguments first (None, objects): native/_checks.py
@@ -13,6 +20,7 @@ KERNELS = guard_tensor_arguments(
         to_dense.KERNELS,
         to_jagged.KERNELS,
         elementwise.KERNELS,
+        jagged_output.KERNELS,
         matmul.KERNELS,
         stacked.KERNELS,
     )

@@ -57,9 +57,11 @@ __all__ = [
     "check_values",
     "checked_dense_index",
     "dense_index",
+    "int32_bad",
     "numel_of",
     "padding_scalar",
     "record_or_run",
+    "widened",
     "write_bad",
 ]
 
@@ -76,13 +78,17 @@ JAGGED_DTYPES: tuple[torch.dtype, ...] = (
 MAX_JAGGED_DIMS = 5
 
 # What the data check of assert_no_bad says when offsets point outside the tensor read / written.
+_INT32_NOTE = (
+    ", or an offset is < 0 or >= 2**31 (upstream's kernels read offsets as 32-bit ints: such "
+    "rows are not what they say)"
+)
 READ_CHECK = (
     "offsets point outside the values: a non-padding position would read a row < 0 or past the "
-    "last one, or offsets[d + 1].numel() != offsets[d][-1] + 1"
+    "last one, or offsets[d + 1].numel() != offsets[d][-1] + 1" + _INT32_NOTE
 )
 WRITE_CHECK = (
     "offsets point outside the output: a position would write a row < 0 or >= the output's "
-    "rows, or offsets[d + 1].numel() != offsets[d][-1] + 1"
+    "rows, or offsets[d + 1].numel() != offsets[d][-1] + 1" + _INT32_NOTE
 )
 
 _INT_MIN = {torch.int32: -(2**31), torch.int64: -(2**63)}
@@ -193,19 +199,21 @@ def dense_index(
     visit is reported in ``bad``).
 
     ``bad`` (when not ``None``) receives tensors whose nonzero entries flag inputs upstream would
-    mishandle: an intermediate row index outside ``[0, rows of the next level)`` and
-    ``offsets[d][-1] != offsets[d + 1].numel() - 1``.  The caller adds the check on the final
-    ``rows``.  Launches: ``arange``, ``add`` and a compare per level; a further level adds a
-    ``masked_fill_``, a ``clamp_``, the ``index_select`` of the pairs and a ``logical_or_`` (and,
-    with the checks, a subtract and a floor-divide); one final ``masked_fill_``.  Intermediate
-    indices are clamped before they are used, so no read leaves its tensor even with the data checks
-    off.
+    mishandle: an offset outside ``[0, 2**31)`` (:func:`int32_bad`), an intermediate row index
+    outside ``[0, rows of the next level)`` and ``offsets[d][-1] != offsets[d + 1].numel() - 1``.
+    The caller adds the check on the final ``rows``.  Launches: ``arange``, ``add`` and a compare
+    per level; a further level adds a ``masked_fill_``, a ``clamp_``, the ``index_select`` of the
+    pairs and a ``logical_or_`` (and, with the checks, a subtract and a floor-divide); one final
+    ``masked_fill_``; with the checks, :func:`int32_bad` per level.  Intermediate indices are
+    clamped before they are used, so no read leaves its tensor even with the data checks off.
     """
     o0 = offsets[0]
     start, end = o0[:-1], o0[1:]
     idx: torch.Tensor | None = None
     pad: torch.Tensor | None = None
     for d, (o, length) in enumerate(zip(offsets, max_lengths, strict=True)):
+        if bad is not None:
+            bad.append(int32_bad(o))
         if d > 0:
             assert idx is not None and pad is not None
             n = o.numel() - 1
@@ -225,6 +233,26 @@ def dense_index(
         pad = beyond if pad is None else beyond.logical_or_(pad.unsqueeze(-1))
     assert idx is not None and pad is not None
     return idx.masked_fill_(pad, fill), pad
+
+
+def int32_bad(o: torch.Tensor) -> torch.Tensor:
+    """Nonzero where an offset lies outside ``[0, 2**31)``: one launch (``lt`` for int32,
+    ``floor_divide`` for int64).
+
+    Upstream's kernels read offsets as ``int`` and subtract them there: a row whose ends leave
+    that range is truncated or wraps (``end - begin`` of ``8`` and ``-2**31 + 7`` is positive),
+    so its result is not the row the offsets describe; no well-formed offsets leave it.
+    """
+    return o < 0 if o.dtype == torch.int32 else o // 2**31
+
+
+def widened(offsets: Sequence[torch.Tensor], rows: int) -> list[torch.Tensor]:
+    """``offsets`` as int64 where ``rows`` (a row index the kernel stores, the spare row) does
+    not fit their dtype: int32 offsets into more than 2**31 - 1 rows (a cast per dim, only
+    then)."""
+    if rows <= torch.iinfo(offsets[0].dtype).max:
+        return list(offsets)
+    return [o.long() for o in offsets]
 
 
 def write_bad(rows: torch.Tensor, pad: torch.Tensor, total: int) -> torch.Tensor:
@@ -251,7 +279,7 @@ def checked_dense_index(
     :func:`dense_index` plus :func:`write_bad` and :func:`assert_no_bad` (none of the checks'
     with ``FBGEMM_NPU_VALIDATE=0``)."""
     bad: list[torch.Tensor] | None = [] if validation_enabled() else None
-    index = dense_index(offsets, max_lengths, total, bad)
+    index = dense_index(widened(offsets, total), max_lengths, total, bad)
     if index is not None and bad is not None:
         bad.append(write_bad(*index, total))
     assert_no_bad(op, bad, what)

@@ -6,11 +6,13 @@ names the others.  Every count is exact: ``launches`` and ``paths`` with the dat
 (the kernel alone), ``checks`` and ``path_checks`` what the data checks add on that path.
 
 The kernel's count grows by one level of the dense index with each further jagged dim (7
-launches, the same in every op).  The data check (every position the offsets reach lies inside
-the tensor it reads or writes) costs 5 launches for one jagged dim, 8 for two and 10 for three:
-each further dim adds a subtract and a floor_divide to it, and the second a cat of the levels'
-checks.  So every ``two_dims`` / ``three_dims`` path has its own ``path_checks``; the
-``two_dtypes`` paths, which run the kernel and its check once per dense input, twice that.
+launches, the same in every op).  The data check (every offset in ``[0, 2**31)``, as upstream
+reads them as 32-bit ints, and every position the offsets reach inside the tensor it reads or
+writes) costs 7 launches for one jagged dim (the range compare, the rows' floor_divide and fill,
+their cat, any, not, the assert), 10 for two and 13 for three: each further dim adds its range
+compare, a subtract and a floor_divide.  So every ``two_dims`` / ``three_dims`` path has its
+own ``path_checks``; the ``two_dtypes`` paths, which run the kernel and its check once per dense
+input, twice that.
 The ops that return offsets (``-> (Tensor, Tensor[])``) copy them, a ``clone`` per jagged dim
 (the schemas declare no alias, so an output may not be an input): one launch per dim more than
 their ``_forward`` variants, none in the checks.
@@ -20,14 +22,14 @@ from __future__ import annotations
 
 from fbgemm_npu.native.family import Budget
 
-# The data check of 2 and 3 jagged dims (5 for one, the ``checks`` of every entry that has them).
-_DIMS_CHECKS = {"two_dims": 8, "three_dims": 10}
+# The data check of 2 and 3 jagged dims (7 for one, the ``checks`` of every entry that has them).
+_DIMS_CHECKS = {"two_dims": 10, "three_dims": 13}
 
 # Jagged -> dense: the dense index (arange, add, compare and its padding fill for the first dim;
 # a further dim adds a clamp and a gather of the (begin, end) pairs, arange, add, compare, or and
 # fill), the padded copy of the values and one gather.
 _TO_DENSE = Budget(
-    launches=6, checks=5, paths={"two_dims": 13, "three_dims": 20}, path_checks=_DIMS_CHECKS
+    launches=6, checks=7, paths={"two_dims": 13, "three_dims": 20}, path_checks=_DIMS_CHECKS
 )
 
 # Dense -> jagged: the same index, then a zeroed output and one scatter.  Without total_L the
@@ -35,7 +37,7 @@ _TO_DENSE = Budget(
 # view flattens to [rows, D] (transposed) is copied once.
 _TO_JAGGED = Budget(
     launches=6,
-    checks=5,
+    checks=7,
     syncs=0,
     syncs_unsized=1,
     paths={
@@ -47,20 +49,20 @@ _TO_JAGGED = Budget(
         "two_dims_no_total_L": 14,
         "three_dims_no_total_L": 21,
     },
-    path_checks={**_DIMS_CHECKS, "two_dims_no_total_L": 8, "three_dims_no_total_L": 10},
+    path_checks={**_DIMS_CHECKS, "two_dims_no_total_L": 10, "three_dims_no_total_L": 13},
 )
 
 # to_jagged of y (a strided y is copied, as above) and the product or sum with x_values.
 _JAGGED_OUTPUT = Budget(
     launches=7,
-    checks=5,
+    checks=7,
     paths={"strided_y": 8, "two_dims": 14, "three_dims": 21},
     path_checks=_DIMS_CHECKS,
 )
 # The same, plus the copy of each offsets tensor returned (one per jagged dim).
 _JAGGED_OUTPUT_OFFSETS = Budget(
     launches=8,
-    checks=5,
+    checks=7,
     paths={"strided_y": 9, "two_dims": 16, "three_dims": 24},
     path_checks=_DIMS_CHECKS,
 )
@@ -71,7 +73,7 @@ _JAGGED_OUTPUT_OFFSETS = Budget(
 # two adds; "two_dtypes_strided_y": y_0 and y_1 both strided, each copied once.
 _DENSE_DENSE = Budget(
     launches=9,
-    checks=5,
+    checks=7,
     paths={
         "two_dims": 16,
         "three_dims": 23,
@@ -82,16 +84,16 @@ _DENSE_DENSE = Budget(
     },
     path_checks={
         **_DIMS_CHECKS,
-        "two_dtypes": 10,
-        "two_dtypes_strided_y": 10,
-        "two_dims_two_dtypes": 16,
-        "three_dims_two_dtypes": 20,
+        "two_dtypes": 14,
+        "two_dtypes_strided_y": 14,
+        "two_dims_two_dtypes": 20,
+        "three_dims_two_dtypes": 26,
     },
 )
 # The same, plus the copy of each offsets tensor returned (one per jagged dim).
 _DENSE_DENSE_OFFSETS = Budget(
     launches=10,
-    checks=5,
+    checks=7,
     paths={
         "two_dims": 18,
         "three_dims": 26,
@@ -109,7 +111,7 @@ _DENSE_DENSE_OFFSETS = Budget(
 # the keys' own tensors, for any number of keys (T > 1).
 _STACKED = Budget(
     launches=12,
-    checks=5,
+    checks=7,
     target=8,
     note=(
         "the per-key constants (host lists) cost a host-to-device copy, a cat, a minimum and two "
@@ -119,20 +121,23 @@ _STACKED = Budget(
 )
 
 BUDGETS: dict[str, Budget] = {
+    # upstream's composite: its forward op, run by our autograd kernel (no launch of its own)
+    "fbgemm::jagged_to_padded_dense": _TO_DENSE,
     "fbgemm::jagged_to_padded_dense_forward": _TO_DENSE,
-    "fbgemm::jagged_1d_to_dense": Budget(launches=6, checks=5),
-    "fbgemm::jagged_2d_to_dense": Budget(launches=6, checks=5),
+    "fbgemm::jagged_1d_to_dense": Budget(launches=6, checks=7),
+    "fbgemm::jagged_2d_to_dense": Budget(launches=6, checks=7),
     # to_jagged of the gradient, total_L always given
     "fbgemm::jagged_to_padded_dense_backward": Budget(
         launches=6,
-        checks=5,
+        checks=7,
         paths={"strided_grad_output": 7, "two_dims": 13, "three_dims": 20},
         path_checks=_DIMS_CHECKS,
     ),
+    "fbgemm::dense_to_jagged": _TO_JAGGED,  # upstream's composite, as jagged_to_padded_dense
     "fbgemm::dense_to_jagged_forward": _TO_JAGGED,
     # to_dense of x at y's lengths, then one add (a strided or broadcast y costs nothing more)
     "fbgemm::jagged_dense_elementwise_add": Budget(
-        launches=7, checks=5, paths={"two_dims": 14, "three_dims": 21}, path_checks=_DIMS_CHECKS
+        launches=7, checks=7, paths={"two_dims": 14, "three_dims": 21}, path_checks=_DIMS_CHECKS
     ),
     "fbgemm::jagged_dense_elementwise_mul": _JAGGED_OUTPUT_OFFSETS,
     "fbgemm::jagged_dense_elementwise_mul_forward": _JAGGED_OUTPUT,
@@ -142,18 +147,19 @@ BUDGETS: dict[str, Budget] = {
     # copied once to flatten it and once more to give y's gradient y's strides (upstream's Meta)
     "fbgemm::jagged_dense_elementwise_mul_backward": Budget(
         launches=10,
-        checks=5,
+        checks=7,
         paths={"strided_y": 12, "two_dims": 17, "three_dims": 24},
         path_checks=_DIMS_CHECKS,
     ),
     "fbgemm::jagged_dense_dense_elementwise_add_jagged_output": _DENSE_DENSE_OFFSETS,
     "fbgemm::jagged_dense_dense_elementwise_add_jagged_output_forward": _DENSE_DENSE,
     # the [B, L] index (4), the row gather, the broadcast product, its padding fill, the sum
-    "fbgemm::batched_dense_vec_jagged_2d_mul": Budget(launches=8, checks=4),
-    "fbgemm::batched_dense_vec_jagged_2d_mul_forward": Budget(launches=8, checks=4),
+    # (checks: the offsets' int32 range and order, and the rows read)
+    "fbgemm::batched_dense_vec_jagged_2d_mul": Budget(launches=8, checks=7),
+    "fbgemm::batched_dense_vec_jagged_2d_mul_forward": Budget(launches=8, checks=7),
     "fbgemm::batched_dense_vec_jagged_2d_mul_backward": Budget(
         launches=12,
-        checks=4,
+        checks=6,
         target=10,
         note=(
             "two gradients on the forward's index: v's (product, padding fill, a sum written in "

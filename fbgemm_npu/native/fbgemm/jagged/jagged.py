@@ -29,12 +29,14 @@ once.  ``dense_to_jagged`` without ``total_L`` reads the output length (the data
 Upstream registers autograd for ``jagged_to_padded_dense_forward``, ``jagged_1d_to_dense``,
 ``jagged_2d_to_dense`` and ``dense_to_jagged_forward``, and so do we.  The two composite ops
 (``jagged_to_padded_dense``, ``dense_to_jagged``) are upstream's ``CompositeImplicitAutograd``
-kernels calling the forward ops, and we register nothing on them: a ``PrivateUse1`` kernel there
-would make torch treat them as fused ops on npu, so ``torch.export(...).run_decompositions()``
-would keep them where it decomposes them on CPU (and ``dense_to_jagged`` would be an op of ours
-returning its input offsets).  On npu they reach our forward kernels through upstream's composite;
-their errors name the forward op.  Gradients: to_dense's is ``jagged_to_padded_dense_backward``
-(to_jagged of the incoming gradient), to_jagged's is ``jagged_to_padded_dense_forward`` of the
+kernels calling the forward ops.  We give them no ``PrivateUse1`` kernel: torch would then treat
+them as fused ops on npu, so ``torch.export(...).run_decompositions()`` would keep them where it
+decomposes them on CPU (and ``dense_to_jagged`` would be an op of ours returning its input
+offsets).  Their ``AutogradPrivateUse1`` kernels run the composites' own program (the forward
+op) after the family's argument guard, which upstream's composite lacks; below autograd
+(inference mode) upstream's composite runs as it is.  Data errors name the forward op.
+Gradients: to_dense's is ``jagged_to_padded_dense_backward`` (to_jagged of the incoming
+gradient), to_jagged's is ``jagged_to_padded_dense_forward`` of the
 gradient with padding 0, as upstream's.
 
 Rows that overlap (only decreasing offsets make them) are written by several positions; upstream's

@@ -36,7 +36,12 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
-from fbgemm_npu.native.fbgemm.jagged._utils import READ_CHECK, assert_no_bad, dense_index
+from fbgemm_npu.native.fbgemm.jagged._utils import (
+    READ_CHECK,
+    assert_no_bad,
+    dense_index,
+    int32_bad,
+)
 
 __all__ = [
     "KERNELS",
@@ -49,6 +54,9 @@ BATCHED_DENSE_VEC_JAGGED_2D_MUL = "fbgemm::batched_dense_vec_jagged_2d_mul"
 BATCHED_DENSE_VEC_JAGGED_2D_MUL_FORWARD = "fbgemm::batched_dense_vec_jagged_2d_mul_forward"
 BATCHED_DENSE_VEC_JAGGED_2D_MUL_BACKWARD = "fbgemm::batched_dense_vec_jagged_2d_mul_backward"
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# Upstream's forward reads the first row of a row whose offsets decrease (its loop starts before
+# the length test) while its backward reads none: no result to match, so the forward refuses.
+_DECREASING = ", or its entries decrease (upstream's forward and backward disagree on such rows)"
 
 
 def _check(
@@ -65,26 +73,39 @@ def _check(
     if o.numel() == 0:
         raise ValueError(f"{op}: argument 'a_offsets' must have at least one entry (B + 1)")
     b = o.numel() - 1
-    if b > 0 and v.size(0) % b != 0:
+    if b > 0 and (v.size(0) % b != 0 or v.size(0) == 0):
+        # v.size(0) == 0: H = 0 heads, which upstream then divides a_values.size(1) by (SIGFPE)
         raise ValueError(
-            f"{op}: B = {b} (a_offsets.numel() - 1) must divide v.size(0) = {v.size(0)}"
+            f"{op}: B = {b} (a_offsets.numel() - 1) must divide v.size(0) = {v.size(0)} into "
+            "H >= 1 heads"
         )
     h = 1 if b == 0 else v.size(0) // b
     return v, a, o, b, h, (a.size(1) // h if h > 0 else 0)
 
 
 def _gather(
-    op: str, a: torch.Tensor, o: torch.Tensor, b: int, h: int, d: int, length: int
+    op: str,
+    a: torch.Tensor,
+    o: torch.Tensor,
+    b: int,
+    h: int,
+    d: int,
+    length: int,
+    monotone: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """``a`` rows on the ``[B, L]`` grid as ``[B, L, H, D]`` (padding positions hold row 0),
     the padding mask and the row index; ``None`` when ``a`` has no rows (every position must
-    then be padding)."""
+    then be padding).  ``monotone``: the data check also refuses decreasing offsets (a ``gt``
+    and the ``cat`` of the two checks)."""
     n = a.size(0)
     bad: list[torch.Tensor] | None = [] if validation_enabled() else None
     rows, pad = dense_index([o], [length], 0, bad)  # type: ignore[misc]
     if bad is not None:
         bad.append(rows // n if n > 0 else ~pad)
-    assert_no_bad(op, bad, f"argument 'a_offsets': {READ_CHECK}")
+        if monotone:
+            bad.append(o[:-1] > o[1:])
+    what = READ_CHECK + (_DECREASING if monotone else "")
+    assert_no_bad(op, bad, f"argument 'a_offsets': {what}")
     if n == 0:
         return None
     flat = rows.reshape(-1)
@@ -98,9 +119,14 @@ def batched_dense_vec_jagged_2d_mul_forward_npu(
     op = BATCHED_DENSE_VEC_JAGGED_2D_MUL_FORWARD
     v, a, o, b, h, d = _check(op, v, a_values, a_offsets)
     length = v.size(1)
-    if b == 0 or d == 0 or length == 0:
+    if b == 0 or d == 0:
         return v.new_zeros((b * h, d))
-    got = _gather(op, a, o, b, h, d, length)
+    if length == 0:  # no position; upstream still reads v[:, 0] for a decreasing row
+        if validation_enabled():
+            bad = [int32_bad(o), o[:-1] > o[1:]]
+            assert_no_bad(op, bad, f"argument 'a_offsets': {READ_CHECK}{_DECREASING}")
+        return v.new_zeros((b * h, d))
+    got = _gather(op, a, o, b, h, d, length, monotone=True)
     if got is None:
         return v.new_zeros((b * h, d))
     g, pad, _ = got
@@ -118,6 +144,7 @@ def batched_dense_vec_jagged_2d_mul_backward_npu(
     v, a, o, b, h, _ = _check(op, v, a_values, a_offsets)
     grad = check_ndim(op, "grad_output", check_tensor(op, "grad_output", grad_output), (2,))
     check_same_dtype(op, grad_output=grad, v=v)
+    check_same_device(op, grad_output=grad, v=v)
     d, length = grad.size(1), v.size(1)
     if grad.size(0) != b * h or (h * d > a.size(1)):
         raise ValueError(

@@ -14,10 +14,11 @@ reads past ``values`` itself raise.  Lists longer than ``T + 1`` / ``T`` are ign
 does; shorter ones raise (upstream reads past the end of the vector).
 
 How, for all keys at once: one ``[B, C]`` grid, ``C = sum(L_t)``, key ``t`` owning the columns
-``C_t .. C_t + L_t`` (so no key is padded to the longest).  The per-key slice starts and limits
-and each column's key and position ``j`` (host data: the int lists) travel in one small
-host-to-device copy; ``cat`` + ``cumsum`` give every row's start, ``minimum`` clips the lengths,
-two ``index_select`` spread starts and limits over the columns, then add / compare / fill and the
+``C_t .. C_t + L_t`` (so no key is padded to the longest).  The per-key limits and each column's
+key, position ``j`` and ``j`` plus its key's slice start (host data: the int lists) travel in one
+small host-to-device copy; ``cat`` + ``cumsum`` give upstream's per-key offsets (checked to lie in
+``[0, 2**31)``, as upstream reads them as 32-bit ints), ``minimum`` clips the lengths,
+two ``index_select`` spread offsets and limits over the columns, then add / compare / fill and the
 padded gather of :func:`.to_dense.to_dense` build the grid, and one ``split_with_sizes_copy``
 cuts it into the T outputs: each its own contiguous tensor, as upstream's (views of one buffer
 would alias each other, which its schema does not allow).  Launches: the copy, cat, cumsum,
@@ -42,6 +43,7 @@ import torch.nn.functional as F
 from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
     INDEX_DTYPES,
+    allocation_of,
     check_dtype,
     check_ndim,
     check_tensor,
@@ -51,8 +53,10 @@ from fbgemm_npu.native.fbgemm.jagged._utils import (
     READ_CHECK,
     assert_no_bad,
     check_values,
+    int32_bad,
     numel_of,
     padding_scalar,
+    widened,
     write_bad,
 )
 
@@ -126,28 +130,30 @@ def _grid(
     ]
     if b == 0 or sum(maxl) == 0 or max(limits) == 0 or n == 0:
         return None
-    # The host's per-key constants, in one small host-to-device copy: slice starts and limits
-    # (T each), then each grid column's key and position j in the key (C each), built by CPU
-    # tensor ops (no Python loop over the columns).
+    lengths = widened([lengths], n)[0]  # int32 lengths into more rows than int32 holds
+    # The host's per-key constants, in one small host-to-device copy: zeros and limits (T each),
+    # then each grid column's key, its position j in the key and j plus the key's slice start
+    # (C each), built by CPU tensor ops (no Python loop over the columns).
     c = sum(maxl)
     widths = torch.tensor(maxl)
     col_key = torch.repeat_interleave(torch.arange(t), widths, output_size=c)
     col_j = torch.arange(c) - torch.repeat_interleave(
         widths.cumsum(0) - widths, widths, output_size=c
     )
-    host = torch.cat([torch.tensor([lo for lo, _ in bounds] + limits), col_key, col_j])
+    col_start = torch.tensor([lo for lo, _ in bounds], dtype=torch.int64).index_select(0, col_key)
+    per_key = torch.tensor([0] * t + limits, dtype=torch.int64)
+    host = torch.cat([per_key, col_key, col_j, col_j + col_start])
     meta = host.to(lengths.dtype).to(lengths.device)
-    starts0, lim, key, j = meta.split([t, t, c, c])
-    # Row starts: an exclusive scan of each key's lengths, seeded with the key's slice start.
-    starts = torch.cat([starts0.unsqueeze(1), lengths[:, :-1]], dim=1).cumsum(
-        1, dtype=lengths.dtype
-    )
+    zeros, lim, key, j, j_abs = meta.split([t, t, c, c, c])
+    # Upstream's per-key offsets (a complete scan of the key's lengths), then every grid
+    # position's row: the offset of its row, plus j, plus the key's slice start.
+    scan = torch.cat([zeros.unsqueeze(1), lengths], dim=1).cumsum(1, dtype=lengths.dtype)
     clipped = torch.minimum(lengths, lim.unsqueeze(1))
-    idx = starts.t().index_select(1, key) + j  # [B, C]
+    idx = scan[:, :-1].t().index_select(1, key) + j_abs  # [B, C]
     pad = j >= clipped.t().index_select(1, key)
     rows = idx.masked_fill_(pad, n)  # padding positions read the spare row n
     if validation_enabled():
-        bad = [write_bad(rows, pad, n)]
+        bad = [int32_bad(scan), write_bad(rows, pad, n)]
         assert_no_bad(op, bad, f"arguments 'lengths' / 'offset_per_key': {READ_CHECK}")
     return rows
 
@@ -180,16 +186,18 @@ def _stacked(
         return [], None, maxl
     inner = () if ndim == 1 else (v.size(1),)
     pad_value = padding_scalar(float(padding_value), v.dtype)
-    rows = _grid(op, v, ln, maxl, bounds)
-    if rows is None:
-        grid = v.new_full((b, sum(maxl), *inner), pad_value)
-    else:
-        if ndim == 1 or v.size(1) == 1:  # 1-D gathers are far faster than [N, 1] row gathers
-            table = F.pad(v.reshape(v.size(0)), (0, 1), value=pad_value)
+    what = f"the outputs of 'max_lengths_per_key' (B = {b} rows of {sum(maxl)} in all)"
+    with allocation_of(op, what):
+        rows = _grid(op, v, ln, maxl, bounds)
+        if rows is None:
+            grid = v.new_full((b, sum(maxl), *inner), pad_value)
         else:
-            table = F.pad(v, (0, 0, 0, 1), value=pad_value)
-        grid = table.index_select(0, rows.reshape(-1)).view(b, sum(maxl), *inner)
-    return _split_keys(grid, maxl, inner), rows, maxl
+            if ndim == 1 or v.size(1) == 1:  # 1-D gathers are far faster than [N, 1] gathers
+                table = F.pad(v.reshape(v.size(0)), (0, 1), value=pad_value)
+            else:
+                table = F.pad(v, (0, 0, 0, 1), value=pad_value)
+            grid = table.index_select(0, rows.reshape(-1)).view(b, sum(maxl), *inner)
+        return _split_keys(grid, maxl, inner), rows, maxl
 
 
 def stacked_jagged_1d_to_dense_npu(

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from fbgemm_npu.native._autograd import below_autograd
-from fbgemm_npu.native._checks import check_ndim
+from fbgemm_npu.native._checks import allocation_of, check_ndim
 from fbgemm_npu.native.fbgemm.jagged._utils import (
     READ_CHECK,
     check_max_lengths,
@@ -36,6 +36,7 @@ __all__ = [
     "to_dense",
 ]
 
+JAGGED_TO_PADDED_DENSE = "fbgemm::jagged_to_padded_dense"
 JAGGED_TO_PADDED_DENSE_FORWARD = "fbgemm::jagged_to_padded_dense_forward"
 JAGGED_1D_TO_DENSE = "fbgemm::jagged_1d_to_dense"
 JAGGED_2D_TO_DENSE = "fbgemm::jagged_2d_to_dense"
@@ -49,30 +50,46 @@ def to_dense(
     padding_value: float,
     values_arg: str = "values",
     offsets_arg: str = "offsets",
+    lengths_arg: str = "max_lengths",
 ) -> torch.Tensor:
     """Padded dense form of a jagged tensor: ``[B, *max_lengths]`` plus ``values``' inner dim.
 
-    Checks its arguments and names them as ``values_arg`` / ``offsets_arg`` in errors.
+    Checks its arguments and names them as ``values_arg`` / ``offsets_arg`` / ``lengths_arg``
+    in errors (an output no memory holds names ``lengths_arg``).
     """
     values = check_values(op, values_arg, values)
     offsets = check_offsets(op, offsets_arg, offsets, values.device)
-    lengths = check_max_lengths(op, "max_lengths", max_lengths, len(offsets))
+    lengths = check_max_lengths(op, lengths_arg, max_lengths, len(offsets))
     folded = values.dim() == 1
-    n = values.size(0)
     inner = 1 if folded else values.size(-1)
     out_shape = (offsets[0].numel() - 1, *lengths, *(() if folded else (inner,)))
-    if values.numel() == 0:
-        _check_padding_fits(op, padding_value, values.dtype)
-    pad_value = padding_scalar(padding_value, values.dtype)
-    if numel_of(out_shape) == 0:
-        return values.new_empty(out_shape)
-    if values.numel() == 0:  # upstream fills the padding without looking at the offsets
-        return values.new_full(out_shape, pad_value)
-    if numel_of(values.shape[1:]) != inner:
+    if numel_of(values.shape[1:]) != inner:  # upstream refuses it, even for an empty output
         raise ValueError(
             f"{op}: argument '{values_arg}' of shape {tuple(values.shape)} must be 1-D or "
             f"[N, ..., D] with size-1 middle dims (upstream folds them into D)"
         )
+    if values.numel() == 0:
+        _check_padding_fits(op, padding_value, values.dtype)
+    pad_value = padding_scalar(padding_value, values.dtype)
+    with allocation_of(op, f"the output {out_shape} of '{lengths_arg}' = {lengths}"):
+        if numel_of(out_shape) == 0:  # (an empty shape can still overflow its strides)
+            return values.new_empty(out_shape)
+        return _gathered(op, values, offsets, lengths, out_shape, pad_value, offsets_arg)
+
+
+def _gathered(
+    op: str,
+    values: torch.Tensor,
+    offsets: list[torch.Tensor],
+    lengths: list[int],
+    out_shape: tuple[int, ...],
+    pad_value: int | float,
+    offsets_arg: str,
+) -> torch.Tensor:
+    """:func:`to_dense` past its checks (arguments checked, ``out_shape`` not empty)."""
+    n, inner = values.size(0), out_shape[-1] if values.dim() > 1 else 1
+    if values.numel() == 0:  # upstream fills the padding without looking at the offsets
+        return values.new_full(out_shape, pad_value)
     what = f"argument '{offsets_arg}': {READ_CHECK}"
     index = checked_dense_index(op, offsets, lengths, n, what)
     if index is None:
@@ -120,12 +137,15 @@ def jagged_to_padded_dense_npu(
 ) -> torch.Tensor:
     """What ``fbgemm::jagged_to_padded_dense`` runs on npu, without the dispatcher (bench, tests).
 
-    Not registered: upstream's op is ``CompositeImplicitAutograd`` (it calls
-    ``jagged_to_padded_dense_forward``, whose npu kernels these are).  A ``PrivateUse1`` kernel on
-    it would make torch treat the op as fused on npu, so ``torch.export(...).run_decompositions()``
-    would keep it where it decomposes on CPU.
+    Upstream's op is ``CompositeImplicitAutograd``: it calls ``jagged_to_padded_dense_forward``,
+    whose npu kernels these are.  We register no ``PrivateUse1`` kernel on it: torch would then
+    treat the op as fused on npu, and ``torch.export(...).run_decompositions()`` would keep it
+    where it decomposes on CPU.  Only :func:`composite_autograd` (see there).
     """
     return jagged_to_padded_dense_forward_npu(values, offsets, max_lengths, padding_value)
+
+
+_ONE_DIM = {"lengths_arg": "max_sequence_length"}  # the 1-D / 2-D ops name their one length
 
 
 def jagged_1d_to_dense_npu(
@@ -137,14 +157,14 @@ def jagged_1d_to_dense_npu(
     check_ndim(op, "offsets", offsets, (1,))
     if max_sequence_length <= 0:
         raise ValueError(f"{op}: argument 'max_sequence_length' must be > 0")
-    return to_dense(op, values, [offsets], [max_sequence_length], float(padding_value))
+    return to_dense(op, values, [offsets], [max_sequence_length], float(padding_value), **_ONE_DIM)
 
 
 def jagged_2d_to_dense_npu(
     values: torch.Tensor, offsets: torch.Tensor, max_sequence_length: int
 ) -> torch.Tensor:
     """``fbgemm::jagged_2d_to_dense``: ``[B, max_sequence_length, D]``, padding 0."""
-    return to_dense(JAGGED_2D_TO_DENSE, values, [offsets], [max_sequence_length], 0.0)
+    return to_dense(JAGGED_2D_TO_DENSE, values, [offsets], [max_sequence_length], 0.0, **_ONE_DIM)
 
 
 class _JaggedToPaddedDense(torch.autograd.Function):
@@ -179,8 +199,24 @@ def _autograd(op: str, one_offsets: bool = False) -> Callable[..., torch.Tensor]
     return kernel
 
 
-# fbgemm::jagged_to_padded_dense is not here: see jagged_to_padded_dense_npu.
+def composite_autograd(
+    values: torch.Tensor,
+    offsets: list[torch.Tensor],
+    max_lengths: Sequence[int],
+    padding_value: float = 0.0,
+) -> torch.Tensor:
+    """The ``AutogradPrivateUse1`` kernel of upstream's composite ``jagged_to_padded_dense``: what
+    its ``CompositeImplicitAutograd`` kernel does (the forward op, autograd and all).  Ours only
+    so that the family's argument guard runs first: ``values=None`` would otherwise reach
+    upstream's composite, which fails with "tensor does not have a device" naming nothing.
+    Autograd kernels do not keep exports from decomposing the op (only backend ones do)."""
+    return torch.ops.fbgemm.jagged_to_padded_dense_forward(
+        values, offsets, max_lengths, padding_value
+    )
+
+
 KERNELS = {
+    JAGGED_TO_PADDED_DENSE: {"AutogradPrivateUse1": composite_autograd},
     JAGGED_TO_PADDED_DENSE_FORWARD: {
         "PrivateUse1": jagged_to_padded_dense_forward_npu,
         "AutogradPrivateUse1": _autograd(JAGGED_TO_PADDED_DENSE_FORWARD),

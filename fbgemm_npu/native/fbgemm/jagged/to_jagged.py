@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from fbgemm_npu.native._autograd import below_autograd
-from fbgemm_npu.native._checks import check_ndim
+from fbgemm_npu.native._checks import allocation_of, check_ndim
 from fbgemm_npu.native.fbgemm.jagged._utils import (
     WRITE_CHECK,
     check_offsets,
@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 JAGGED_TO_PADDED_DENSE_BACKWARD = "fbgemm::jagged_to_padded_dense_backward"
+DENSE_TO_JAGGED = "fbgemm::dense_to_jagged"
 DENSE_TO_JAGGED_FORWARD = "fbgemm::dense_to_jagged_forward"
 
 
@@ -43,21 +44,24 @@ def to_jagged(
     total: int,
     dense_arg: str,
     offsets_arg: str,
+    total_arg: str = "'total_L'",
 ) -> torch.Tensor:
     """``[total, D]``: dense positions scattered to their value rows, zeros elsewhere.
 
     ``dense`` is ``[B, L_1..L_k, D]`` (arguments already checked).  Positions that share a row
-    (only overlapping rows do) write one of their values.
+    (only overlapping rows do) write one of their values.  An output no memory holds names
+    ``total_arg``, what gave ``total``.
     """
     d = dense.size(-1)
-    if dense.numel() == 0:
-        return dense.new_zeros((total, d))
-    what = f"argument '{offsets_arg}': {WRITE_CHECK}"
-    index = checked_dense_index(op, offsets, dense.shape[1:-1], total, what)
-    if index is None:
-        return dense.new_zeros((total, d))
-    rows, _ = index
-    return scatter_rows(dense.reshape(-1, d), rows.reshape(-1), total)
+    with allocation_of(op, f"the output of {total_arg} = {total} rows of {d}"):
+        if dense.numel() == 0:
+            return dense.new_zeros((total, d))
+        what = f"argument '{offsets_arg}': {WRITE_CHECK}"
+        index = checked_dense_index(op, offsets, dense.shape[1:-1], total, what)
+        if index is None:
+            return dense.new_zeros((total, d))
+        rows, _ = index
+        return scatter_rows(dense.reshape(-1, d), rows.reshape(-1), total)
 
 
 def scatter_rows(src: torch.Tensor, rows: torch.Tensor, total: int) -> torch.Tensor:
@@ -113,9 +117,9 @@ def dense_to_jagged_npu(
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """What ``fbgemm::dense_to_jagged`` runs on npu, without the dispatcher (bench, tests):
     ``(dense_to_jagged_forward(...), x_offsets)``, upstream's ``CompositeImplicitAutograd``
-    kernel.  Not registered, as ``jagged_to_padded_dense`` (:mod:`.to_dense`): exports decompose
-    it as on CPU, and the input offsets it returns are upstream's composite's, not an output
-    aliasing an input of an op of ours."""
+    kernel.  Registered as ``jagged_to_padded_dense`` is (:mod:`.to_dense`): no ``PrivateUse1``
+    kernel, so that exports decompose it as on CPU, and the input offsets it returns are upstream's
+    composite's."""
     return dense_to_jagged_forward_npu(dense, x_offsets, total_L), list(x_offsets)
 
 
@@ -131,8 +135,9 @@ def _dense_to_jagged(
         total = int(offsets[-1].max())  # the sync the contract forces
         if total < 0:
             raise ValueError(f"{op}: 'x_offsets[{k - 1}]' has a negative maximum ({total})")
-    else:
-        total = _check_total(op, total_L)
+        named = f"'x_offsets[{k - 1}]' (its maximum, total_L omitted)"
+        return to_jagged(op, dense, offsets, total, "dense", "x_offsets", named)
+    total = _check_total(op, total_L)
     return to_jagged(op, dense, offsets, total, "dense", "x_offsets")
 
 
@@ -176,8 +181,17 @@ def _dense_to_jagged_forward_autograd(
     return record_or_run(_DenseToJagged, dense, run, x_offsets)
 
 
-# fbgemm::dense_to_jagged is not here: see dense_to_jagged_npu.
+def _composite_autograd(
+    dense: torch.Tensor, x_offsets: list[torch.Tensor], total_L: int | None = None
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The ``AutogradPrivateUse1`` kernel of upstream's composite ``dense_to_jagged``: its
+    ``CompositeImplicitAutograd`` kernel's program, after the family's argument guard (see
+    :func:`.to_dense.composite_autograd`)."""
+    return torch.ops.fbgemm.dense_to_jagged_forward(dense, x_offsets, total_L), list(x_offsets)
+
+
 KERNELS = {
+    DENSE_TO_JAGGED: {"AutogradPrivateUse1": _composite_autograd},
     JAGGED_TO_PADDED_DENSE_BACKWARD: {"PrivateUse1": jagged_to_padded_dense_backward_npu},
     DENSE_TO_JAGGED_FORWARD: {
         "PrivateUse1": dense_to_jagged_forward_npu,
