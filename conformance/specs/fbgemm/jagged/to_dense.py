@@ -7,14 +7,12 @@ negative, fractional (truncated for ints) and past float16's range (inf), given 
 Inputs that make upstream read out of bounds cannot run here (tests/fbgemm/jagged/ covers them),
 nor can padding values whose integer conversion is undefined behaviour in C++.
 
-Budgets: the op's entry, on its path for the number of jagged dims (the forward op's for the
-composite ``jagged_to_padded_dense``, which runs it: no kernel of ours is registered on it).
+Budgets: the op's entry, on its path for the number of jagged dims.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -70,13 +68,6 @@ def to_dense_budget(
     return dims_budget(offsets)
 
 
-def composite_budget(
-    values: Any, offsets: Sequence[Any], max_lengths: Sequence[int], padding_value: float = 0.0
-) -> BudgetUse:
-    """Upstream's composite ``jagged_to_padded_dense`` runs the forward op: its budget."""
-    return replace(dims_budget(offsets), op="fbgemm::jagged_to_padded_dense_forward")
-
-
 def _fix_padding(args: dict[str, Any], name: str) -> dict[str, Any]:
     out = {k: v for k, v in args.items() if k != "max_lengths"}
     out["offsets"] = args["offsets"][0]
@@ -109,11 +100,10 @@ SPECS = [
     *forward_and_backward(
         "jagged_to_padded_dense",
         lambda d: to_dense_inputs(dtypes=d),
-        composite_budget,
+        to_dense_budget,
         TO_DENSE_EXAMPLES,
         "values",
-        "decreasing offsets give upstream's padding rows; upstream's composite, run by our "
-        "forward kernels",
+        "decreasing offsets give upstream's padding rows",
     ),
     *forward_and_backward(
         "jagged_to_padded_dense_forward",

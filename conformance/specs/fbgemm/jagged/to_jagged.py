@@ -8,14 +8,12 @@ past the last offset, or omitted (then 1 sync, as upstream).  Writes past ``tota
 upstream corrupt its heap and cannot run here (tests/fbgemm/jagged/ covers them).
 
 Budgets: the op's entry, on its path for the number of jagged dims, a dense input no view
-flattens to rows (copied once), and an omitted ``total_L`` (read back); the forward op's for the
-composite ``dense_to_jagged``, which runs it (no kernel of ours is registered on it).
+flattens to rows (copied once), and an omitted ``total_L`` (read back).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -37,13 +35,6 @@ def to_jagged_budget(dense: Any, x_offsets: Sequence[Any], total_L: int | None =
     strided = ("strided_dense",) if rows_need_copy(dense) else ()
     unsized = ("no_total_L",) if total_L is None else ()
     return BudgetUse(path=dims_path(len(x_offsets), *strided, *unsized), sized=total_L is not None)
-
-
-def composite_budget(dense: Any, x_offsets: Sequence[Any], total_L: int | None = None) -> BudgetUse:
-    """Upstream's composite ``dense_to_jagged`` runs the forward op: its budget."""
-    return replace(
-        to_jagged_budget(dense, x_offsets, total_L), op="fbgemm::dense_to_jagged_forward"
-    )
 
 
 def _backward_inputs(dtypes: Sequence[torch.dtype]) -> st.SearchStrategy:
@@ -87,7 +78,7 @@ SPECS = [
     *forward_and_backward(
         "dense_to_jagged",
         lambda d: to_jagged_inputs(dtypes=d),
-        composite_budget,
+        to_jagged_budget,
         TO_JAGGED_EXAMPLES,
         "dense",
         "total_L omitted: 1 sync, as upstream",
