@@ -21,7 +21,7 @@ import pytest
 import torch
 from fbgemm_gpu import split_table_batched_embeddings_ops_training as upstream
 from fbgemm_gpu.split_embedding_configs import EmbOptimType as O
-from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
+from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation, PoolingMode
 from fbgemm_gpu.split_table_batched_embeddings_ops_training import ComputeDevice
 
 from fbgemm_npu.testing.tbe_inputs import MIXED, NPU, make_batches
@@ -142,6 +142,46 @@ def test_compiled_training_step_equals_eager(style: str, opt: O, dynamic: bool) 
     assert _graphs() - before == 1, "one graph for every step"
     moved = [not torch.equal(a, e) for a, e in zip(_state_of(target), initial, strict=True)]
     assert all(moved), "every table and state was trained"
+
+
+# (pooling, tables, VBE batch sizes per table and rank, weighted): the other argument paths
+OTHER_PATHS = {
+    "vbe": (PoolingMode.SUM, MIXED, [[2, 3], [1, 4], [2, 2]], True),
+    "sequence": (PoolingMode.NONE, [(40, 8), (25, 8), (30, 8)], None, False),
+    "weighted_mean": (PoolingMode.MEAN, MIXED, None, True),
+}
+
+
+@pytest.mark.parametrize("path", sorted(OTHER_PATHS))
+def test_compiled_vbe_sequence_and_weighted_mean_steps_equal_eager(path: str) -> None:
+    """Variable batch sizes (the output size is data-dependent under dynamo), pooling NONE and
+    weighted MEAN, rowwise AdaGrad, static shapes."""
+    torch._dynamo.reset()
+    pooling, specs, vbe, weighted = OTHER_PATHS[path]
+
+    def build() -> torch.nn.Module:
+        return upstream.SplitTableBatchedEmbeddingBagsCodegen(
+            [(e, d, EmbeddingLocation.DEVICE, ComputeDevice.CUDA) for e, d in specs],
+            optimizer=O.EXACT_ROWWISE_ADAGRAD,
+            learning_rate=LR,
+            device=torch.device(NPU),
+            pooling_mode=pooling,
+        )
+
+    eager, target = _twins(build)
+    step = torch.compile(target, fullgraph=True, backend="aot_eager")
+    for k, batch in enumerate(make_batches(specs, 3, 2, seed=1, weighted=weighted, vbe=vbe)):
+        psw = None if batch.per_sample_weights is None else batch.per_sample_weights.to(NPU)
+        args = (batch.indices.to(NPU), batch.offsets.to(NPU))
+        kw = {"per_sample_weights": psw, "batch_size_per_feature_per_rank": vbe}
+        want = eager(*args, **kw)
+        grad = torch.randn(want.shape, generator=torch.Generator().manual_seed(k)).to(NPU)
+        want.backward(grad)
+        got = step(*args, **kw)
+        got.backward(grad)
+        _close(got, want, f"{path} output of step {k}")
+        for i, (a, e) in enumerate(zip(_state_of(target), _state_of(eager), strict=True)):
+            _close(a, e, f"{path} table / state {i} after step {k}")
 
 
 def _dense(weighted: bool) -> torch.nn.Module:

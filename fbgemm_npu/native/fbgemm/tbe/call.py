@@ -209,6 +209,11 @@ def check_lookup_inputs(
     )
 
 
+def _size(value: Any) -> Any:
+    """A SymInt argument: an int when concrete, else the symbol itself (a traced call)."""
+    return value if isinstance(value, torch.SymInt) else int(value)
+
+
 def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
     """Unpack the named arguments of a pt2 lookup call (see the invokers for the list orders)."""
     op = op_name(optimizer)
@@ -227,7 +232,8 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
             B_offsets=aux_t[0],
             output_offsets_feature_rank=aux_t[1],
             B_offsets_rank_per_feature=aux_t[2],
-            output_size=int(a.get("vbe_output_size", -1)),
+            # traced, a data-dependent size stays symbolic (int() would need its value)
+            output_size=_size(a.get("vbe_output_size", -1)),
         )
     states, state_rowwise = [], []
     spec = OPTIMIZERS.get(optimizer)

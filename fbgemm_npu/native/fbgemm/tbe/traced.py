@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from fbgemm_npu.native._checks import check_on_device, validation_enabled
 from fbgemm_npu.native.fbgemm.tbe.forward import (
@@ -146,7 +147,7 @@ def masked_rows(
     cols = torch.arange(max_D, device=start.device)
     mask = cols[None, :] < width[:, None]
     elem = at_most(torch.where(mask, start[:, None] + cols[None, :], 0), flat.numel() - 1)
-    if flat.numel() == 0:
+    if guard_or_false(flat.numel() == 0):  # unknown when symbolic: callers keep it non-empty
         return flat.new_zeros(elem.shape), elem, torch.zeros_like(mask)
     rows = flat.index_select(0, elem.reshape(-1)).view(elem.shape)
     return rows.masked_fill(~mask, 0), elem, mask

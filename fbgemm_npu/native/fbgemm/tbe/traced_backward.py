@@ -33,7 +33,6 @@ from fbgemm_npu.native.fbgemm.tbe.lookup import (
     apply_gwd,
     gwd_index_scale,
     indice_weights_grad_scaled,
-    no_gradient,
 )
 from fbgemm_npu.native.fbgemm.tbe.optimizers import OPTIMIZERS
 from fbgemm_npu.native.fbgemm.tbe.traced import (
@@ -96,7 +95,9 @@ def grad_rows(
     start = mat[2]
     if pooling_mode == POOLING_NONE:
         start = torch.arange(mat.size(1), device=mat.device) * lay.max_D
-    flat = grad_output.contiguous().reshape(-1)
+    # one zero appended: the masked reads have an element to address even when there are no
+    # bags (B = 0: every index past the end, of width 0), whose size a trace may not know
+    flat = torch.cat([grad_output.reshape(-1), grad_output.new_zeros(1)])
     return masked_rows(flat, start, mat[lay.width_row], lay.max_D)[0]
 
 
@@ -184,8 +185,6 @@ def traced_backward(
     with torch.no_grad():
         if call.gradient_clipping:
             grad_output = grad_output.clamp(min=-call.max_gradient, max=call.max_gradient)
-        if grad_output.numel() == 0:
-            return no_gradient(call, need_indice_weights_grad)
         mat = state.mats[0]
         rows = grad_rows(lay, mat, grad_output, call.pooling_mode)
         slots = aggregate_rows(
@@ -277,12 +276,6 @@ class TracedDenseLookup(torch.autograd.Function):
         args, lay, state = ctx.args, ctx.lay, ForwardState.saved(ctx)
         mode, weights = args["pooling_mode"], ctx.dev_weights
         mat = state.mats[0]
-        if grad_output.numel() == 0:  # no bags: no index reaches a row
-            grad_w = torch.zeros_like(weights) if ctx.needs_input_grad[0] else None
-            grad_iw = None
-            if ctx.needs_input_grad[1] and ctx.indice_weights is not None:
-                grad_iw = torch.zeros_like(ctx.indice_weights, dtype=torch.float32)
-            return grad_w, grad_iw, None
         width = mat[lay.width_row]
         rows = grad_rows(lay, mat, grad_output, mode).to(torch.float32)
         member = mat[1] > 0
