@@ -33,6 +33,8 @@ __all__ = [
     "matmul_call",
     "mul_reference",
     "add_jagged_output_reference",
+    "call_write_call",
+    "call_write_call_args",
     "dense_dense_add_forward_reference",
     "mul_forward_reference",
     "SIZED",
@@ -276,3 +278,37 @@ def dense_dense_add_reference(
 ) -> Any:
     """``jagged_dense_dense_elementwise_add_jagged_output``."""
     return dense_dense_add_forward_reference(x_values, x_offsets, y_0, y_1), list(x_offsets)
+
+
+# ---- a cache keyed on tensor data is never stale: call, write the offsets in place, call ---
+
+
+def call_write_call(
+    values: torch.Tensor,
+    offsets: list[torch.Tensor],
+    max_lengths: list[int],
+    new_last: torch.Tensor,
+    y: torch.Tensor,
+) -> tuple[Any, ...]:
+    """jagged_to_padded_dense and jagged_dense_elementwise_mul, then the last offsets overwritten
+    in place with ``new_last`` (other rows, the same total), then both again: a result cached on
+    the offsets tensor would be the first one again."""
+    first = (F.jagged_to_padded_dense(values, offsets, max_lengths), _mul(values, offsets, y))
+    offsets[-1].copy_(new_last)
+    return first, (F.jagged_to_padded_dense(values, offsets, max_lengths), _mul(values, offsets, y))
+
+
+def _mul(values: torch.Tensor, offsets: list[torch.Tensor], y: torch.Tensor) -> torch.Tensor:
+    return F.jagged_dense_elementwise_mul_forward(values, offsets, y)
+
+
+def call_write_call_args(data: Any) -> tuple[Any, ...]:
+    """Arguments of :func:`call_write_call`: a jagged tensor whose last offsets are redrawn
+    (the rows' lengths permuted: the same total, other rows)."""
+    j = draw_jagged(data, one_d=False, dtypes=FLOATS)
+    gen = seeded(data)
+    last = j.offsets[-1]
+    lengths = (last[1:] - last[:-1])[torch.randperm(last.numel() - 1, generator=gen)]
+    new_last = lengths_to_offsets(lengths, last.dtype)
+    y = fill(gen, (j.batch, *j.lengths, j.values.size(1)), j.values.dtype)
+    return j.values, j.offsets, j.lengths, new_last, y

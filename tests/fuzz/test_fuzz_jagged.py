@@ -20,7 +20,9 @@ import torch
 from hypothesis import strategies as st
 
 from fbgemm_npu.testing.fuzz import Case, On, fuzz_test
+from fbgemm_npu.testing.fuzz_strategies import in_layout
 from fbgemm_npu.testing.jagged_fuzz import (
+    call_write_call_args,
     elementwise_call,
     laid_out,
     matmul_call,
@@ -31,6 +33,7 @@ from fbgemm_npu.testing.jagged_fuzz import (
 from fbgemm_npu.testing.jagged_fuzz_hostile import hostile_case
 
 FAMILY = "jagged"
+PROGRAM = "fbgemm_npu.testing.jagged_fuzz:call_write_call"
 # float32 sums of a handful of products of multiples of 1/8 are exact; the half types round
 HALF_TOL = {torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 5e-2)}
 
@@ -90,8 +93,12 @@ def test_fuzz_jagged_elementwise_valid(data: Any) -> Case:
     (op, args, kwargs), j, oracle = elementwise_call(data)
     floats = all(_float(a) for a in args if isinstance(a, torch.Tensor))
     grad = _AUTOGRAD.get(op, ()) if floats and oracle is None else ()
-    if op.endswith("_mul") and torch.bfloat16 in (args[0].dtype, args[2].dtype):
-        grad = ()  # upstream's CPU mul backward has no bfloat16 kernel (its CUDA one has)
+    if op.endswith("_mul") and (
+        torch.bfloat16 in (args[0].dtype, args[2].dtype) or args[0].dtype != args[2].dtype
+    ):
+        # upstream's CPU mul backward has no bfloat16 kernel (its CUDA one has) and refuses
+        # mixed dtypes (ours gives gradients in the promoted dtype)
+        grad = ()
     if "dense_dense" in op and args[2] is args[3]:
         grad = grad[:2]  # y_1 is y_0: one tensor, one gradient
     args, kwargs, where = _placed(data, args, kwargs)
@@ -126,3 +133,14 @@ def test_fuzz_jagged_stacked_valid(data: Any) -> Case:
 def test_fuzz_jagged_hostile(data: Any) -> Case:
     """Any jagged op, one hostile argument (fbgemm_npu/testing/jagged_fuzz_hostile.py)."""
     return hostile_case(data)
+
+
+@fuzz_test(FAMILY)
+def test_fuzz_jagged_offsets_written_between_calls(data: Any) -> Case:
+    """A call, the offsets written in place, a second call: each equals upstream's on the data
+    of its moment (no result is cached on the tensors' identity)."""
+    values, offsets, lengths, new_last, y = call_write_call_args(data)
+    written = ("contiguous", "strided", "transposed", "offset")  # no stride 0: it is written to
+    offsets = [in_layout(data, o, written) for o in offsets]
+    args = (laid_out(data, values), offsets, lengths, new_last, laid_out(data, y))
+    return Case(PROGRAM, args, label="offsets written between calls", op_name=PROGRAM)
