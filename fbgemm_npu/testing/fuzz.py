@@ -87,7 +87,9 @@ class Case:
     atol: float | None = None
     grad: tuple[int | str, ...] = ()  # inputs whose gradients are compared
     label: str = "valid"  # the category, for the report
-    op_name: str | None = None  # the op an error must name, where the target is a program
+    # the op an error must name where the target is a program; a tuple: any one of them (a flow
+    # whose refusal may come from one of several ops)
+    op_name: str | tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.expect not in ("equal", "error", "equal_or_error"):
@@ -96,7 +98,7 @@ class Case:
             self.names = (self.names,)
 
     @property
-    def op(self) -> str:
+    def op(self) -> str | tuple[str, ...]:
         return self.op_name or self.target
 
 

@@ -149,9 +149,13 @@ def _backward(outputs: Any, leaves: list[torch.Tensor]) -> list[torch.Tensor | N
 NO_TENSOR_ARGUMENTS = "There were no tensor arguments to this function"
 
 
-def _names_op_and_arg(message: str, op: str, names: tuple[str, ...]) -> bool:
-    short = op.partition("::")[2].partition(".")[0] if "::" in op else op.rpartition(":")[2]
-    if short not in message:
+def _short(op: str) -> str:
+    return op.partition("::")[2].partition(".")[0] if "::" in op else op.rpartition(":")[2]
+
+
+def _names_op_and_arg(message: str, op: str | tuple[str, ...], names: tuple[str, ...]) -> bool:
+    ops = (op,) if isinstance(op, str) else op
+    if not any(_short(o) in message for o in ops):
         return False
     return not names or NO_TENSOR_ARGUMENTS in message or any(n in message for n in names)
 

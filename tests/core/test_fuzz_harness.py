@@ -51,6 +51,10 @@ def test_errors_must_name_op_and_argument(worker: Worker) -> None:
     clear = Case(REF + "selftest_error", (t, "selftest_error: t must be 1-D"), expect="error")
     assert _kind(worker, dataclass_replace(clear, names=("t",))) == "clear_error"
     assert _kind(worker, dataclass_replace(clear, names=("offsets",))) == "unclear"
+    either = dataclass_replace(clear, names=("t",), op_name=("other_op", "selftest_error"))
+    assert _kind(worker, either) == "clear_error"
+    neither = dataclass_replace(clear, names=("t",), op_name=("other_op", "third_op"))
+    assert _kind(worker, neither) == "unclear"
     vague = Case(REF + "selftest_error", (t, "bad input"), expect="error", names=("t",))
     assert _kind(worker, vague) == "unclear"
     assert _kind(worker, dataclass_replace(clear, expect="equal")) == "rejected"
