@@ -221,7 +221,11 @@ def dense_index(
             if bad is not None:
                 bad.append(offsets[d - 1][-1:] - n)  # upstream: numel(offsets[d]) == last + 1
                 bad.append(cur // n if n > 0 else ~pad)
-            if n == 0:
+            if n == 0:  # no rows below: the deeper levels are still checked, as upstream does
+                if bad is not None:
+                    for e in range(d + 1, len(offsets)):
+                        bad.append(int32_bad(offsets[e]))
+                        bad.append(offsets[e - 1][-1:] - (offsets[e].numel() - 1))
                 return None
             cur.clamp_(0, n - 1)
             pairs = o.unfold(0, 2, 1).index_select(0, cur.reshape(-1))

@@ -18,8 +18,11 @@ and a_values); offsets int32 or int64.
 How: ``dense_index`` (k = 1, padding rows point at row 0), one ``index_select`` of the ``[B, L]``
 rows of ``a``, a broadcast ``mul`` with ``v``, a ``masked_fill_`` of the padding products (so a
 non-finite ``v`` past a row's end cannot leak in, as upstream never reads it) and a ``sum`` over
-``L``; the data check comes on top (``FBGEMM_NPU_VALIDATE=0`` drops it).  The backward computes both
-gradients on the forward's index.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+``L``; the data check comes on top (``FBGEMM_NPU_VALIDATE=0`` drops it): offsets in
+``[0, 2**31)``, non-decreasing (upstream has no consistent result for decreasing ones: see
+``_DECREASING``) and rows inside ``a_values``.  ``v`` must have rows (H >= 1 heads; upstream
+divides by H).  The backward computes both gradients on the forward's index.  Launches and
+syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -55,8 +58,12 @@ BATCHED_DENSE_VEC_JAGGED_2D_MUL_FORWARD = "fbgemm::batched_dense_vec_jagged_2d_m
 BATCHED_DENSE_VEC_JAGGED_2D_MUL_BACKWARD = "fbgemm::batched_dense_vec_jagged_2d_mul_backward"
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # Upstream's forward reads the first row of a row whose offsets decrease (its loop starts before
-# the length test) while its backward reads none: no result to match, so the forward refuses.
-_DECREASING = ", or its entries decrease (upstream's forward and backward disagree on such rows)"
+# the length test) while its backward reads none, and its backward assigns (not adds) the
+# products of rows that overlap: no result to match, so both refuse decreasing offsets.
+_DECREASING = (
+    ", or its entries decrease (upstream has no consistent result for such rows: its forward "
+    "reads their first row, its backward keeps one product of rows that overlap)"
+)
 
 
 def _check(
@@ -153,7 +160,9 @@ def batched_dense_vec_jagged_2d_mul_backward_npu(
         )
     if b == 0 or d == 0 or length == 0:
         return torch.zeros_like(v), torch.zeros_like(a)
-    got = _gather(op, a, o, b, h, d, length)
+    # monotone: upstream's backward assigns each row's product, so rows that overlap (only
+    # decreasing offsets make them) keep the last one, where the gradient is their sum
+    got = _gather(op, a, o, b, h, d, length, monotone=True)
     if got is None:
         return torch.zeros_like(v), torch.zeros_like(a)
     g, pad, rows = got
