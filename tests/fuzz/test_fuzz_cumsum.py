@@ -48,7 +48,13 @@ def test_fuzz_cumsum_valid(data: Any) -> Case:
     shape = tuple(data.draw(st.lists(st.integers(0, 9), min_size=ndim, max_size=ndim)))
     t = in_layout(data, _values(data, dtype, shape))
     oracle = "fbgemm_npu.testing.fuzz_references:cumsum_" + which if dtype in HALF else None
-    return _case(which, t, oracle=oracle, label=f"valid {dtype}")
+    tol = {}
+    if dtype == torch.float32 and t.numel():
+        # a float32 scan summed in another order than upstream's sequential loop differs by up
+        # to ~n * eps * max|x| where partial sums cancel: an absolute bound, not a relative one
+        eps = torch.finfo(torch.float32).eps
+        tol = {"rtol": 1.3e-6, "atol": 2 * eps * t.numel() * float(t.abs().max()) + 1e-6}
+    return _case(which, t, oracle=oracle, label=f"valid {dtype}", **tol)
 
 
 @fuzz_test("cumsum")
