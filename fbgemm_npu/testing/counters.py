@@ -28,6 +28,12 @@ included) is on the counted device, or when a ``device=`` argument names it (fac
   the counter active and its parts are counted.
   A custom op with no kernel for the device (it would run through the backend's fallback) is
   flagged as well.
+* **ai_cpu**: a launch that a real 910B sends to its AI CPU (``int64`` ``cumsum``,
+  ``searchsorted``, integer ``sort``...), by the table in :mod:`fbgemm_npu.testing.routes_910b`.
+* **stall**: the host waits on a 910B where the counts above see no sync: a host-route op
+  (``_assert_async``, torch_npu's CPU fallback) or a host-to-device copy that is not
+  ``non_blocking`` from pinned memory (``torch.tensor(..., device="npu")``, ``x.to("npu")``).
+  Stalls and ai_cpu launches are reported apart: ``launches`` and ``syncs`` do not change.
 
 Attribution: a custom op (``fbgemm::``, ``mxrec::`` or any non-``aten`` namespace) on the device
 opens a *call*.  Inside ``__torch_dispatch__`` the mode is popped, so a plain ``func(...)`` would
@@ -49,6 +55,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
+
+from fbgemm_npu.testing.routes_910b import copy_devices, device_of, route, stall_reason
 
 __all__ = ["CallRecord", "Counter", "OpEvent", "assert_budget", "count", "torch_npu_supports"]
 
@@ -106,6 +114,8 @@ class OpEvent:
     sync: str | None  # the reason, when the op synchronises
     unsupported: bool
     call: int | None  # index in Counter.calls of the innermost open call, if any
+    ai_cpu: bool = False  # a launch routed to the 910B's AI CPU (routes_910b)
+    stall: str | None = None  # why the host waits on a 910B (host fallback, blocking upload)
 
 
 @dataclass
@@ -118,6 +128,8 @@ class CallRecord:
     launches: list[str] = field(default_factory=list)
     syncs: list[str] = field(default_factory=list)  # "aten.nonzero.default (data-dependent size)"
     unsupported: list[str] = field(default_factory=list)
+    ai_cpu: list[str] = field(default_factory=list)  # launches a 910B runs on its AI CPU
+    stalls: list[str] = field(default_factory=list)  # "aten._assert_async.default (host fallback)"
 
 
 @dataclass
@@ -139,6 +151,16 @@ class Counter:
     def syncs(self) -> int:
         """Device-to-host synchronisations, in total."""
         return sum(e.sync is not None for e in self.events)
+
+    @property
+    def ai_cpu(self) -> int:
+        """Launches a 910B runs on its AI CPU, in total."""
+        return sum(e.ai_cpu for e in self.events)
+
+    @property
+    def stalls(self) -> int:
+        """Host waits a 910B adds (host fallbacks, blocking uploads), in total."""
+        return sum(e.stall is not None for e in self.events)
 
     @property
     def unsupported(self) -> list[str]:
@@ -174,14 +196,6 @@ class Counter:
         return "\n".join(lines)
 
 
-def _device_of(value: Any) -> str | None:
-    if isinstance(value, torch.device):
-        return value.type
-    if isinstance(value, str):
-        return torch.device(value).type
-    return None
-
-
 def _resolve_device_type(device_type: str) -> str:
     backend = torch._C._get_privateuse1_backend_name()
     return backend if device_type in ("privateuseone", "privateuse1", backend) else device_type
@@ -198,7 +212,7 @@ def _sync_reason(func: torch._ops.OpOverload, args: tuple, kwargs: dict, dev: st
     if packet == "equal":
         return "bool result read to host"
     if packet in _COPY_PACKETS:
-        src, dst = _copy_devices(packet, args, kwargs)
+        src, dst = copy_devices(packet, args, kwargs)
         return "device-to-host copy" if src == dev and dst == "cpu" != dev else None
     if packet in _DATA_DEPENDENT_PACKETS:
         return "data-dependent output size"
@@ -215,21 +229,6 @@ def _sync_reason(func: torch._ops.OpOverload, args: tuple, kwargs: dict, dev: st
 
 def _arg(args: tuple, i: int) -> Any:
     return args[i] if len(args) > i else None
-
-
-def _copy_devices(packet: str, args: tuple, kwargs: dict) -> tuple[str | None, str | None]:
-    """(source device, destination device) of a copy op."""
-    if packet == "_to_copy":
-        src = args[0]
-        dst = _device_of(kwargs.get("device")) or src.device.type
-        return src.device.type, dst
-    if packet == "copy_":  # copy_(self=dst, src)
-        dst, src = args[0], kwargs.get("src", _arg(args, 1))
-    else:  # _copy_from(self=src, dst)
-        src, dst = args[0], kwargs.get("dst", _arg(args, 1))
-    if not isinstance(src, torch.Tensor) or not isinstance(dst, torch.Tensor):
-        return None, None
-    return src.device.type, dst.device.type
 
 
 def _runs_no_kernel(func: torch._ops.OpOverload) -> bool:
@@ -262,7 +261,7 @@ class _CountingMode(TorchDispatchMode):
         for leaf in tree_leaves((args, kwargs)):
             if isinstance(leaf, torch.Tensor) and leaf.device.type == self.dev:
                 return True
-        return _device_of(kwargs.get("device")) == self.dev
+        return device_of(kwargs.get("device")) == self.dev
 
     def __torch_dispatch__(
         self,
@@ -286,7 +285,8 @@ class _CountingMode(TorchDispatchMode):
         if func is _aten.lift_fresh.default:
             # torch.tensor(data, device=npu) copies host data to the device below the modes;
             # lift_fresh of the device result is all that shows: count that copy as a launch.
-            self._record("aten.lift_fresh (host-to-device copy)", True, None, False)
+            stall = "blocking host-to-device copy"  # from pageable memory: never non_blocking
+            self._record("aten.lift_fresh (host-to-device copy)", True, None, False, stall=stall)
             return func(*args, **kwargs)
         if _runs_no_kernel(func):
             return func(*args, **kwargs)
@@ -296,18 +296,30 @@ class _CountingMode(TorchDispatchMode):
             with self:
                 out = func.redispatch(self.keyset, *args, **kwargs)
             if len(self.counter.events) == before:  # the backend ran it whole: one launch
-                self._record(func.name(), True, None, False)
+                where = route(func, args, kwargs)
+                stall = stall_reason(func, args, kwargs, self.dev, where)
+                self._record(func.name(), True, None, False, where == "ai_cpu", stall)
             return out
         sync = _sync_reason(func, args, kwargs, self.dev)
         # Memcpys to the host are syncs, not kernels; every other recorded op runs a kernel.
         launch = not (sync == "device-to-host copy" or func is _aten._local_scalar_dense.default)
-        self._record(str(func), launch, sync, not listed)
+        where = route(func, args, kwargs)
+        stall = stall_reason(func, args, kwargs, self.dev, where)
+        self._record(str(func), launch, sync, not listed, launch and where == "ai_cpu", stall)
         return func(*args, **kwargs)
 
-    def _record(self, name: str, launch: bool, sync: str | None, unsupported: bool) -> None:
+    def _record(
+        self,
+        name: str,
+        launch: bool,
+        sync: str | None,
+        unsupported: bool,
+        ai_cpu: bool = False,
+        stall: str | None = None,
+    ) -> None:
         name = name.replace("::", ".")
         call = self.open[-1] if self.open else None
-        self.counter.events.append(OpEvent(name, launch, sync, unsupported, call))
+        self.counter.events.append(OpEvent(name, launch, sync, unsupported, call, ai_cpu, stall))
         for i in self.open:
             rec = self.counter.calls[i]
             if launch:
@@ -316,6 +328,10 @@ class _CountingMode(TorchDispatchMode):
                 rec.syncs.append(f"{name} ({sync})")
             if unsupported:
                 rec.unsupported.append(name)
+            if ai_cpu:
+                rec.ai_cpu.append(name)
+            if stall is not None:
+                rec.stalls.append(f"{name} ({stall})")
 
     def _call(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
         """Open a call record, then run the op's device kernel with this mode re-entered."""
