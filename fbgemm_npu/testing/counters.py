@@ -261,6 +261,8 @@ class _CountingMode(TorchDispatchMode):
         for leaf in tree_leaves((args, kwargs)):
             if isinstance(leaf, torch.Tensor) and leaf.device.type == self.dev:
                 return True
+            if isinstance(leaf, torch.device) and leaf.type == self.dev:
+                return True  # to.device(cpu_tensor, npu, ...): an upload, device positional
         return device_of(kwargs.get("device")) == self.dev
 
     def __torch_dispatch__(

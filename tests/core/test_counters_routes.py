@@ -158,6 +158,9 @@ def test_blocking_uploads_are_stalls() -> None:
         ("to non_blocking, pageable", lambda: host.to("npu", non_blocking=True)),
         ("to pinned, blocking", lambda: host.pin_memory().to("npu")),
         ("copy_", lambda: torch.empty(4, dtype=torch.int64, device="npu").copy_(host)),
+        # inside a kernel (below autograd) .to(npu, dtype) arrives as to.device with the device
+        # positional and the tensor on the CPU: still an upload, seen and counted
+        ("to.device", lambda: torch.ops.aten.to.device(host, torch.device("npu"), torch.int32)),
     ]
     for label, fn in cases:
         c = _counted(fn)
