@@ -55,6 +55,10 @@ class StepTrace:
     int_to_host: list[str] = field(default_factory=list)  # metadata read back (splits...)
     launches: int = 0
     syncs: int = 0
+    # what a 910B would do differently (testing/routes_910b.py): op -> launches on its AI CPU,
+    # op -> host stalls (host fallbacks such as _assert_async, blocking uploads)
+    ai_cpu: Tally[str] = field(default_factory=Tally)
+    stalls: Tally[str] = field(default_factory=Tally)
     result: Any = None
 
     @property
@@ -82,6 +86,9 @@ class StepTrace:
         for item in self.missing_below:
             lines.append(f"  reached the device with no kernel of ours: {item}")
         lines.append(f"device launches {self.launches}, host syncs {self.syncs}")
+        for tally, what in ((self.ai_cpu, "AI-CPU launches"), (self.stalls, "host stalls")):
+            top = ", ".join(f"{op} {n}" for op, n in tally.most_common(6))
+            lines.append(f"on a 910B: {what} {sum(tally.values())}" + (f" ({top})" if top else ""))
         lines.append(f"floating-point tensors copied to host: {len(self.float_to_host)}")
         for item in self.float_to_host[:10]:
             lines.append(f"  {item}")
@@ -192,4 +199,9 @@ def trace(fn: Callable[[], Any], device_type: str = "npu") -> StepTrace:
         rec.result = fn()
     rec.missing_below = list(dict.fromkeys(c.missing_kernels))
     rec.launches, rec.syncs = c.launches, c.syncs
+    for e in c.events:
+        if e.ai_cpu:
+            rec.ai_cpu[e.name] += 1
+        if e.stall:
+            rec.stalls[e.name] += 1
     return rec

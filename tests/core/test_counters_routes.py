@@ -207,3 +207,18 @@ def test_nested_calls_are_inclusive_for_ai_cpu_and_stalls() -> None:
     assert c.ai_cpu == calls_ai_cpu + 1
     outside = [e for e in c.events if e.call is None and e.ai_cpu]
     assert [e.name for e in outside] == ["aten.cumsum.default"]
+
+
+def test_a_traced_step_tallies_ai_cpu_launches_and_stalls_by_op() -> None:
+    """testing/trace.py (what the main job prints per traced step) reads the same routes."""
+    from fbgemm_npu.testing.trace import trace
+
+    lengths = torch.tensor([2, 0, 3], device="npu")  # int64: its cumsum goes to the AI CPU
+
+    def step() -> object:
+        return torch.ops.fbgemm.asynchronous_complete_cumsum(lengths), torch.arange(3).to("npu")
+
+    rec = trace(step, "npu")
+    assert sum(rec.ai_cpu.values()) >= 1 and any("cumsum" in op for op in rec.ai_cpu)
+    assert sum(rec.stalls.values()) >= 1  # the blocking upload
+    assert "on a 910B: AI-CPU launches" in rec.summary()
