@@ -12,14 +12,15 @@ pooled lookup (SUM or MEAN, weighted SUM); ``paths`` name the other forwards (``
 ``sequence_backward``; ``vbe_backward``: any pooling).  A per-D count is the ceiling of the
 per-class counts measured with one and with two classes: one class that is the whole output
 saves the backward its column select, and a second VBE class costs one launch more than the
-first.  The catalogue's targets (docs/ops.md): forward 10 per D; a training step, forward plus
+first.  The catalogue's targets (docs/ops.md): forward 10 per D (the main path is 11: the bag ids
+without an AI-CPU searchsorted cost 2 launches more, per call); a training step, forward plus
 backward, 40 per D -- the notes say where a step measured over it (from the counts of each
 argument path, not from sums of these ceilings).  Every forward clamps each index into its own
 table (one launch per call: an index outside it must never read or update another table's
 rows) and, with the data checks on, raises for an index the clamp moved, as upstream's CPU
 kernels raise, or for offsets that do not start at 0, decrease or end past the indices (what
-``BoundsCheckMode.NONE`` lets through): ``checks`` 7 (an ``eq`` of the indices, the offsets padded
-with their bound, a ``ge``, an ``eq`` of the first offset, a ``cat``, an ``all``, the
+``BoundsCheckMode.NONE`` lets through): ``checks`` 7 (an ``eq`` of the indices, the offsets closed
+with their bound by a ``cat``, a ``ge``, an ``eq`` of the first offset, a ``cat``, an ``all``, the
 ``_assert_async``; once per call, not per D); the backwards have no data checks.  No call
 syncs once the layout is known (``fbgemm_npu.split_table.register_tbe_layout``; otherwise the
 first call with a new layout reads it back once).
@@ -29,15 +30,19 @@ from __future__ import annotations
 
 from fbgemm_npu.native.family import Budget
 
-# Every forward clamps the indices into their tables (1 launch per call, so 9 on the main
-# path); sequence needs no gradient-row copy, the backward takes its sort permutation instead.
-_MAIN = 9
-_FORWARD = {"weighted_mean": 12, "sequence": 6}
-_VBE_FORWARD = {"vbe": 21}
-# The data check of the indices and offsets (eq, pad, ge, eq, cat, all, _assert_async) runs
+# Every forward clamps the indices into their tables (1 launch per call) and builds the bag of
+# each index without searchsorted, which a 910B runs on its AI CPU (_utils.segment_ids: clamp,
+# index_add, cumsum, all int32, for one searchsorted: 2 launches per call more), so 11 on the
+# main path, none of them on the AI CPU; sequence needs no gradient-row copy, the backward
+# takes its sort permutation instead.
+_MAIN = 11
+_FORWARD = {"weighted_mean": 14, "sequence": 8}
+_VBE_FORWARD = {"vbe": 22}
+# The data check of the indices and offsets (eq, cat, ge, eq, cat, all, _assert_async) runs
 # in the forward only.
 _CHECKS = 7
-_WEIGHTED_MEAN_NOTE = "weighted MEAN forward over 10 per D (bag lengths, clamp, divide)"
+_FORWARD_NOTE = "forward 11 per D: the bag ids built on the AI Core, not by an AI-CPU searchsorted"
+_WEIGHTED_MEAN_NOTE = "weighted MEAN forward 14 (bag lengths, clamp, divide)"
 _VBE_NOTE = "VBE forward too (per-bag output offsets from the call's data, feature search, scatter)"
 # The optimizer step is elementwise math on the [L, D] rows, one ATen op per term.
 _STEP_NOTE = "elementwise optimizer math, one op per term"
@@ -46,7 +51,7 @@ _STEP_NOTE = "elementwise optimizer math, one op per term"
 def _note(step_over: str = "", vbe: bool = False) -> str:
     """A lookup's note: its forward paths over 10 per D, and where a training step (forward +
     backward) is over 40 per D."""
-    parts = [_WEIGHTED_MEAN_NOTE] + ([_VBE_NOTE] if vbe else [])
+    parts = [_FORWARD_NOTE, _WEIGHTED_MEAN_NOTE] + ([_VBE_NOTE] if vbe else [])
     if step_over:
         parts.append(f"a training step over 40 per D {step_over}: {_STEP_NOTE}")
     remedy = "fused kernels close them" if len(parts) > 1 else "a fused kernel closes it"
@@ -60,12 +65,15 @@ def _lookup(paths: dict[str, int], note: str = "") -> Budget:
     """A lookup's budget: the forward's main path and ``paths``, the index check on the forwards
     only."""
     backwards = {p: 0 for p in paths if p.endswith("backward")}
+    if not note.startswith(_FORWARD_NOTE):
+        note = f"{_FORWARD_NOTE}; {note}" if note else f"{_FORWARD_NOTE}; a fused kernel closes it"
     return Budget(
         launches=_MAIN,
         checks=_CHECKS,
         per="distinct D",
         paths=paths,
         path_checks=backwards,
+        target=10,
         note=note,
     )
 
@@ -96,7 +104,7 @@ BUDGETS: dict[str, Budget] = {
             "vbe_backward": 33,
             # WeightDecayMode.DECOUPLE_GLOBAL: the forward scales each looked-up row by the
             # decay still pending on it, the backward decays and stamps prev_iter
-            "global_weight_decay": 19,
+            "global_weight_decay": 21,
             "global_weight_decay_backward": 38,
         },
         _note(

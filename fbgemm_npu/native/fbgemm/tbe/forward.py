@@ -25,8 +25,10 @@ reason (the kernel takes them in that dtype).
 Program (per call, then per table class of :mod:`fbgemm_npu.native.fbgemm.tbe._utils`):
 
 1. ``bag = searchsorted(offsets[1:], arange(L), right=True)``: the bag of each index (``T * B``
-   for indices past ``offsets[-1]``, which upstream ignores); ``t = bag // B`` (VBE: searchsorted
-   on ``B_offsets``).  The arange is a cached workspace (launch-free once warm).
+   for indices past ``offsets[-1]``, which upstream ignores), int32, built without searchsorted
+   (a 910B runs it on its AI CPU): :func:`~fbgemm_npu.native.fbgemm.tbe._utils.segment_ids`, an
+   int32 index_add of ones at the bag ends and an int32 cumsum; ``t = bag // B`` (VBE:
+   searchsorted on ``B_offsets``).
 2. per class: one ``index_select`` of the class's per-feature (base, mul, bounds) table by ``t``
    and one ``addcmul`` give the index matrix (row 0: the row in the class's ``[n, D]`` view of
    the weights; the other rows serve the backward); before the first class's ``addcmul`` the
@@ -39,19 +41,19 @@ Program (per call, then per table class of :mod:`fbgemm_npu.native.fbgemm.tbe._u
 Strided ``indices`` / ``offsets`` views are copied to contiguous tensors first (torch's CPU
 ``_embedding_bag`` reads their raw buffer); contiguous ones cost nothing.
 
-Launches (non-VBE, one class, fp32): searchsorted, floor_divide, index_select, the clamp,
-addcmul, _embedding_bag, the transposing copy into the output (dtype conversion included); the
-index and offsets check with the data checks on (:func:`_bounded_indices`; unweighted MEAN
-reuses its padded offsets, or pads them itself with the checks off); the gradient
+Launches (non-VBE, one class, fp32): the bag ids (clamp, index_add, cumsum), floor_divide,
+index_select, the clamp, addcmul, _embedding_bag, the transposing copy into the output (dtype
+conversion included); the index and offsets check with the data checks on (:func:`_bounded_indices`;
+unweighted MEAN reuses its closed offsets, or closes them itself with the checks off); the gradient
 row of each index when autograd will need the backward (see ``_set_grad_rows``); a cast of
-half-precision per-sample weights; for weighted MEAN the bag lengths, a clamp and a divide; a
-cast of int32 offsets when the indices are int64 (upstream's module makes them match).  Each
-further class adds its index_select, addcmul and _embedding_bag, and the member select, cast and
-index_put_ into the output.  VBE: the per-bag output offsets are data the call brings
+half-precision per-sample weights; for weighted MEAN the bag lengths, a clamp and a divide; a cast
+of int32 offsets when the indices are int64 (upstream's module makes them match). Each further class
+adds its index_select, addcmul and _embedding_bag, and the member select, cast and index_put_ into
+the output. VBE: the per-bag output offsets are data the call brings
 (:func:`vbe_row_output_offsets`), plus the feature search and the element scatter: over the
-catalogue's target for a fixed-batch lookup (a fused kernel is the remedy).  The first call with
-a new table layout reads the layout on the host unless
-``fbgemm_npu.split_table.register_tbe_layout`` gave it; later calls read nothing back.
+catalogue's target for a fixed-batch lookup (a fused kernel is the remedy). The first call with a
+new table layout reads the layout on the host unless ``fbgemm_npu.split_table.register_tbe_layout``
+gave it; later calls read nothing back.
 Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
@@ -64,7 +66,7 @@ from typing import Any
 import torch
 
 from fbgemm_npu.native._checks import assert_on_device, validation_enabled
-from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, arange_cached, class_view
+from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, arange_cached, class_view, segment_ids
 
 __all__ = [
     "POOLING_MEAN",
@@ -136,19 +138,16 @@ def _bags_and_features(
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     L = indices.numel()
     total_bags = offsets.numel() - 1
-    ar = arange_cached(L, offsets.device, offsets.dtype)
-    use_i32 = offsets.dtype == torch.int32
-    bag = torch.searchsorted(offsets[1:], ar, right=True, out_int32=use_i32)
+    # int32 for either offsets dtype: bags and features only index (no searchsorted: AI CPU)
+    bag = segment_ids(offsets, L)
     if vbe is None:
         B = total_bags // plan.T if plan.T > 0 else 0
         # no bags: every index lies past offsets[-1] (the dummy feature T), as bag // B says
         t = torch.div(bag, B, rounding_mode="floor") if B > 0 else torch.full_like(bag, plan.T)
         return bag, t, B
     b_off = vbe.B_offsets
-    if b_off.dtype != bag.dtype:
-        bag_q = bag.to(b_off.dtype)
-    else:
-        bag_q = bag
+    use_i32 = offsets.dtype == torch.int32
+    bag_q = bag if b_off.dtype == torch.int32 else bag.to(b_off.dtype)
     t = torch.searchsorted(b_off[1:], bag_q, right=True, out_int32=use_i32)
     return bag, t, -1
 
@@ -228,7 +227,7 @@ def _bounded_indices(
     or end past the indices (only NONE lets them through: upstream's kernel then reads past its
     buffers, or skips the indices before a first offset above 0, which torch's bag cannot).
     Returns the clamped indices and, with the checks on, :func:`closed_offsets` (which MEAN
-    needs).  Launches: the clamp; the checks add ``pad``, ``eq``, ``ge``, ``eq``, ``cat``,
+    needs).  Launches: the clamp; the checks add ``cat``, ``eq``, ``ge``, ``eq``, ``cat``,
     ``all``, ``_assert_async``."""
     safe = torch.clamp(indices, lo, hi)
     if validation_enabled():
@@ -249,12 +248,13 @@ def _bounded_indices(
 
 def closed_offsets(offsets: torch.Tensor, L: int, traced: bool = False) -> torch.Tensor:
     """``offsets`` followed by ``L``: the indices past ``offsets[-1]`` closed into a bag of
-    their own (one ``pad``; traced, a ``full`` and a ``cat``: a symbolic pad value would
-    specialise the graph on the indices' length)."""
+    their own (one ``cat`` of a cached bound: an int64 ``pad`` runs on a 910B's AI CPU;
+    traced, a ``full`` and a ``cat``: a symbolic value would specialise the graph on ``L``)."""
     if traced:
         bound = torch.full((1,), L, dtype=offsets.dtype, device=offsets.device)
         return torch.cat([offsets, bound])
-    return torch.nn.functional.pad(offsets, (0, 1), value=L)
+    # L is the last element of the cached arange(L + 1): one cat (an int64 pad is AI CPU)
+    return torch.cat([offsets, arange_cached(L + 1, offsets.device, offsets.dtype)[L:]])
 
 
 def tbe_forward(
