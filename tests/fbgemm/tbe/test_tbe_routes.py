@@ -26,7 +26,11 @@ SPECS = [(40, 8), (25, 16), (30, 8)]
 
 
 def _lookup_counts(
-    pooling: PoolingMode, weighted: bool, dtype: torch.dtype, mode: BoundsCheckMode
+    pooling: PoolingMode,
+    weighted: bool,
+    dtype: torch.dtype,
+    mode: BoundsCheckMode,
+    vbe: list[list[int]] | None = None,
 ) -> list[counters.Counter]:
     """Counters of the lookup op alone, on the third forward (the plan is cached by then)."""
     specs = [(r, 8) for r, _ in SPECS] if pooling == PoolingMode.NONE else SPECS
@@ -34,11 +38,12 @@ def _lookup_counts(
         specs, "torchrec", optimizer=O.EXACT_ROWWISE_ADAGRAD, pooling_mode=pooling,
         bounds_check_mode=mode,
     )  # fmt: skip
-    b = make_batches(specs, 4, 1, seed=3, weighted=weighted)[0]
+    b = make_batches(specs, 4, 1, seed=3, weighted=weighted, vbe=vbe)[0]
+    kw = {"batch_size_per_feature_per_rank": vbe} if vbe else {}
     idx, off = b.indices.to(dtype).to(NPU), b.offsets.to(dtype).to(NPU)
     psw = None if b.per_sample_weights is None else b.per_sample_weights.to(NPU)
     for _ in range(2):
-        m(idx, off, per_sample_weights=psw)
+        m(idx, off, per_sample_weights=psw, **kw)
     seen: list[counters.Counter] = []
 
     def hold(qualname: str, call: Any) -> torch.Tensor:
@@ -48,7 +53,7 @@ def _lookup_counts(
         return out
 
     with intercept_lookups(hold):
-        m(idx, off, per_sample_weights=psw)
+        m(idx, off, per_sample_weights=psw, **kw)
     assert len(seen) == 1, "the module made no (or more than one) lookup call"
     return seen
 
@@ -66,6 +71,17 @@ def test_lookup_forward_has_no_ai_cpu_launch(
     assert c.launches > 0, "the counter saw no launch: the lookup did not run on npu"
     routed = [e.name for e in c.events if e.ai_cpu]
     assert c.ai_cpu == 0, f"AI-CPU launches in the lookup forward: {routed}"
+
+
+@pytest.mark.parametrize("pooling", [PoolingMode.SUM, PoolingMode.MEAN], ids=str)
+def test_vbe_lookup_forward_has_no_ai_cpu_launch(pooling: PoolingMode) -> None:
+    """Variable batch size per feature and rank: the feature of each bag, the block of each
+    bag and the scatter's member test need no searchsorted either."""
+    (c,) = _lookup_counts(
+        pooling, False, torch.int64, BoundsCheckMode.NONE, vbe=[[2, 3], [1, 4], [3, 1]]
+    )
+    assert c.launches > 0, "the counter saw no launch: the lookup did not run on npu"
+    assert c.ai_cpu == 0, [e.name for e in c.events if e.ai_cpu]
 
 
 def test_module_forward_without_bounds_check_has_no_ai_cpu_launch() -> None:

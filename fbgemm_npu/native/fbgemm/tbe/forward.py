@@ -24,11 +24,9 @@ reason (the kernel takes them in that dtype).
 
 Program (per call, then per table class of :mod:`fbgemm_npu.native.fbgemm.tbe._utils`):
 
-1. ``bag = searchsorted(offsets[1:], arange(L), right=True)``: the bag of each index (``T * B``
-   for indices past ``offsets[-1]``, which upstream ignores), int32, built without searchsorted
-   (a 910B runs it on its AI CPU): :func:`~fbgemm_npu.native.fbgemm.tbe._utils.segment_ids`, an
-   int32 index_add of ones at the bag ends and an int32 cumsum; ``t = bag // B`` (VBE:
-   searchsorted on ``B_offsets``).
+1. ``bag = searchsorted(offsets[1:], arange(L), right=True)`` (int32), the bag of each index
+   (``T * B`` past ``offsets[-1]``, which upstream ignores), by ``_utils.segment_ids`` (no AI-CPU
+   searchsorted); ``t = bag // B`` (VBE: ``segment_ids`` of ``B_offsets``, gathered by bag).
 2. per class: one ``index_select`` of the class's per-feature (base, mul, bounds) table by ``t``
    and one ``addcmul`` give the index matrix (row 0: the row in the class's ``[n, D]`` view of
    the weights; the other rows serve the backward); before the first class's ``addcmul`` the
@@ -66,7 +64,13 @@ from typing import Any
 import torch
 
 from fbgemm_npu.native._checks import assert_on_device, validation_enabled
-from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, arange_cached, class_view, segment_ids
+from fbgemm_npu.native.fbgemm.tbe._utils import (
+    TbePlan,
+    arange_cached,
+    class_view,
+    segment_ids,
+    tracing,
+)
 
 __all__ = [
     "POOLING_MEAN",
@@ -145,10 +149,8 @@ def _bags_and_features(
         # no bags: every index lies past offsets[-1] (the dummy feature T), as bag // B says
         t = torch.div(bag, B, rounding_mode="floor") if B > 0 else torch.full_like(bag, plan.T)
         return bag, t, B
-    b_off = vbe.B_offsets
-    use_i32 = offsets.dtype == torch.int32
-    bag_q = bag if b_off.dtype == torch.int32 else bag.to(b_off.dtype)
-    t = torch.searchsorted(b_off[1:], bag_q, right=True, out_int32=use_i32)
+    # the feature of each bag (T for the bag past the end), then of each index
+    t = segment_ids(vbe.B_offsets, total_bags + 1).index_select(0, bag)
     return bag, t, -1
 
 
@@ -165,11 +167,12 @@ def vbe_row_output_offsets(
     Bag ``k`` lies in block ``(t, r)`` (feature-major, rank within), which starts at bag
     ``S[t, r] = B_offsets[t] + B_offsets_rank_per_feature[t, r]``; its output offset is
     ``output_offsets_feature_rank[r * T + t] + (k - S[t, r]) * D_t``.  ``dims``: ``[T]`` int64.
-    Returns ``(row_output_offsets [total_B] int64, block [total_B] int64)``.
+    Returns ``(row_output_offsets [total_B] int64, block [total_B] int32)`` (int64 when traced).
 
     Launches: block starts and their cast, permuted block output offsets, per-block base,
-    searchsorted, two gathers, addcmul, and the data-independent block tables unless ``cache``
-    (a dict kept with the layout) holds them; nothing is read back to the host.
+    the block of each bag (:func:`segment_ids`, 3; traced, a searchsorted), two gathers,
+    addcmul, and the data-independent block tables unless ``cache`` (a dict kept with the
+    layout) holds them; nothing is read back to the host.
     """
     T = B_offsets.numel() - 1
     R = B_offsets_rank_per_feature.size(1) - 1
@@ -186,7 +189,10 @@ def vbe_row_output_offsets(
     block_out = output_offsets_feature_rank.index_select(0, perm)
     base = torch.addcmul(block_out, starts, block_D, value=-1)
     k = arange_cached(total_B, dev)
-    block = torch.searchsorted(starts[1:], k, right=True)
+    if tracing(starts):
+        block = torch.searchsorted(starts[1:], k, right=True)
+    else:  # searchsorted runs on a 910B's AI CPU
+        block = segment_ids(starts, total_B)
     rows = torch.addcmul(base.index_select(0, block), k, block_D.index_select(0, block))
     return rows, block
 
@@ -384,9 +390,7 @@ def _scatter_vbe(
     assert starts is not None
     if not plan.single_class:
         total_B = pooled.size(0)
-        k = arange_cached(total_B, pooled.device)
-        kb = k.to(B_offsets.dtype) if B_offsets.dtype != k.dtype else k
-        t_bag = torch.searchsorted(B_offsets[1:], kb, right=True)
+        t_bag = segment_ids(B_offsets, total_B)
         member = cls.member_flags.index_select(0, t_bag)  # type: ignore[attr-defined]
         starts = torch.where(member.bool(), starts, vbe.output_size)
     elem = starts[:, None] + arange_cached(D, pooled.device)[None, :]
