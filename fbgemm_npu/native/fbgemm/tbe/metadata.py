@@ -15,7 +15,7 @@ from fbgemm_npu.native._checks import (
     check_same_device,
     check_tensor,
 )
-from fbgemm_npu.native.fbgemm.tbe._utils import arange_cached
+from fbgemm_npu.native.fbgemm.tbe._utils import arange_cached, segment_ids
 from fbgemm_npu.native.fbgemm.tbe.forward import vbe_row_output_offsets
 
 __all__ = [
@@ -138,8 +138,9 @@ def bounds_check_indices_npu(
     # Feature of every index and its table's row count.
     ar = arange_cached(N, o.device, o.dtype)
     i32 = vbe and B_offsets.dtype == torch.int32
-    bag = torch.searchsorted(fixed[1:], ar, right=True, out_int32=i32)
-    if vbe:
+    # the bag of every index without searchsorted (a 910B runs it on its AI CPU), int32
+    bag = segment_ids(fixed, N)
+    if vbe:  # the feature of each bag: one search over the T + 1 batch offsets (still AI CPU)
         t = torch.searchsorted(B_offsets[1:], bag, right=True, out_int32=i32)
     else:
         t = torch.div(bag, max(B, 1), rounding_mode="floor")
