@@ -34,6 +34,7 @@ __all__ = [
     "INDEX_DTYPES",
     "DataChecks",
     "allocation_of",
+    "dynamic_size",
     "check_dtype",
     "assert_on_device",
     "check_on_device",
@@ -372,3 +373,18 @@ class DataChecks:
         bounds = torch.tensor([lo, hi], dtype=values.dtype).to(values.device)
         ok = (values.clamp(bounds[0], bounds[1]) == values).all()
         check_on_device(self.op, ok, f"expected all of: {what}")
+
+
+def dynamic_size(op: str, why: str, most: int | torch.SymInt | None = None) -> torch.SymInt:
+    """A fake kernel's data-dependent output size, at most ``most``:
+    ``torch.library.get_ctx().new_dynamic_size()`` (an unbacked SymInt under FakeTensorMode with
+    a ShapeEnv).  Called on meta tensors directly, with no fake context, the size cannot be
+    known: a ``RuntimeError`` saying ``why`` ("'shape' omitted", say)."""
+    ctx = torch.library.get_ctx()
+    if ctx is None:
+        raise RuntimeError(
+            f"{op}: the output size is data-dependent ({why}): it cannot be computed on meta "
+            "tensors; trace with FakeTensors"
+        )
+    # a bound that is itself symbolic (dynamic shapes) cannot constrain the new size
+    return ctx.new_dynamic_size(max=most if isinstance(most, int) else None)

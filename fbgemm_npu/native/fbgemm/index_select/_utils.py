@@ -28,6 +28,7 @@ from fbgemm_npu.native._checks import (
     check_ndim,
     check_tensor,
     dtype_name,
+    dynamic_size,
     validation_enabled,
 )
 from fbgemm_npu.native._host import exclusive_cumsum
@@ -49,21 +50,6 @@ __all__ = [
     "table_gather",
     "table_gather_permuted",
 ]
-
-
-def dynamic_size(op: str, why: str, most: int | torch.SymInt | None = None) -> torch.SymInt:
-    """A fake kernel's data-dependent output size, at most ``most``:
-    ``torch.library.get_ctx().new_dynamic_size()`` (an unbacked SymInt under FakeTensorMode with
-    a ShapeEnv).  Called on meta tensors directly, with no fake context, the size cannot be
-    known: a ``RuntimeError`` saying ``why`` ("'shape' omitted", say)."""
-    ctx = torch.library.get_ctx()
-    if ctx is None:
-        raise RuntimeError(
-            f"{op}: the output size is data-dependent ({why}): it cannot be computed on meta "
-            "tensors; trace with FakeTensors"
-        )
-    # a bound that is itself symbolic (dynamic shapes) cannot constrain the new size
-    return ctx.new_dynamic_size(max=most if isinstance(most, int) else None)
 
 
 def check_index_tensor(

@@ -55,7 +55,7 @@ from __future__ import annotations
 import torch
 
 from fbgemm_npu.native._autograd import below_autograd, needs_grad
-from fbgemm_npu.native._checks import check_ndim, check_same_dtype
+from fbgemm_npu.native._checks import check_ndim, check_same_dtype, dynamic_size
 from fbgemm_npu.native.fbgemm.permute import _utils as _pi
 
 __all__ = [
@@ -294,14 +294,7 @@ def permute_sparse_data_fake(
     if n is None and (t_out == 0 or b == 0):
         n = 0
     elif n is None:
-        ctx = torch.library.get_ctx()
-        if ctx is None:  # called directly, not through the dispatcher (torch's meta-tensor
-            # kernel raises itself, naming the op: meta tensors cannot hold the size)
-            raise RuntimeError(
-                f"{op}: the output size is data-dependent without 'permuted_lengths_sum'; "
-                "give it, or trace with FakeTensors"
-            )
-        n = ctx.new_dynamic_size()
+        n = dynamic_size(op, "'permuted_lengths_sum' omitted")
     out_weights = None if weights is None else weights.new_empty((n, *weights.shape[1:]))
     return lengths.new_empty((t_out, b)), values.new_empty((n,)), out_weights
 
