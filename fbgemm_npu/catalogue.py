@@ -72,6 +72,13 @@ def _paths(budget: Budget) -> str:
     return "; ".join(cells)
 
 
+def _ai_cpu(budget: Budget) -> str:
+    if budget.ai_cpu is None:
+        return "?"  # not measured yet (issue 10 states every entry)
+    paths = [f"{k}: {v}" for k, v in budget.path_ai_cpu.items() if v != budget.ai_cpu]
+    return str(budget.ai_cpu) + (f" ({'; '.join(paths)})" if paths else "")
+
+
 def budget_cells(budget: Budget | None) -> list[str]:
     """launches, checks, syncs, AI CPU, per, paths, target, note: the catalogue's cells."""
     if budget is None:
@@ -83,7 +90,7 @@ def budget_cells(budget: Budget | None) -> list[str]:
         str(budget.launches),
         str(budget.checks),
         syncs,
-        str(budget.ai_cpu),
+        _ai_cpu(budget),
         budget.per,
         _paths(budget),
         "" if budget.target is None else str(budget.target),

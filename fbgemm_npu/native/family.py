@@ -30,7 +30,8 @@ class Budget:
     one (``{"total_num_blocks": 34}``), each written here once; tests and specs name the path
     they exercise; ``path_checks``: the data checks' launches on a path where they differ from
     ``checks`` (a check that grows with the jagged dims, say).  ``ai_cpu``: launches a 910B runs
-    on its AI CPU (docs/hardware.md).
+    on its AI CPU (docs/hardware.md), the most over the dtypes the tests measure; ``path_ai_cpu``
+    per named path where it differs; a count above 0 is explained in ``note``.
     ``target``: the catalogue's target (docs/ops.md) where ``launches`` exceeds it, and ``note``
     says why and what would close the gap; a budget is never loosened silently.
     """
@@ -39,7 +40,8 @@ class Budget:
     checks: int = 0
     syncs: int = 0
     syncs_unsized: int | None = None
-    ai_cpu: int = 0
+    ai_cpu: int | None = None
+    path_ai_cpu: Mapping[str, int] = field(default_factory=dict)
     per: str = "call"
     paths: Mapping[str, int] = field(default_factory=dict)
     path_checks: Mapping[str, int] = field(default_factory=dict)
@@ -52,6 +54,8 @@ class Budget:
                 f"Budget: target {self.target} given but launches {self.launches} meet it; "
                 "a target is stated only where the budget exceeds it"
             )
+        if set(self.path_ai_cpu) - set(self.paths):
+            raise ValueError(f"Budget: path_ai_cpu for unknown paths {sorted(self.path_ai_cpu)}")
         if set(self.path_checks) - set(self.paths):
             raise ValueError(f"Budget: path_checks for unknown paths {sorted(self.path_checks)}")
         if self.target is not None and not self.note:
@@ -65,6 +69,11 @@ class Budget:
         launches = self.launches if path is None else self.paths[path]
         checks = self.path_checks.get(path, self.checks) if path is not None else self.checks
         return launches * units + (checks if validating else 0)
+
+    def ai_cpu_limit(self, path: str | None = None) -> int | None:
+        """AI-CPU launches one call may take on the main path or the named ``path`` (None: the
+        entry does not state it yet, and nothing is held)."""
+        return self.ai_cpu if path is None else self.path_ai_cpu.get(path, self.ai_cpu)
 
     def sync_limit(self, sized: bool = True) -> int:
         """Syncs one call may take; ``sized=False`` when an optional size argument is omitted."""

@@ -9,6 +9,7 @@ stale shows up as well.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -44,6 +45,14 @@ def assert_op_budget(
     launches = entry.launch_limit(validation_enabled(), units, path)
     syncs = entry.sync_limit(sized)
     c = assert_budget(fn, launches=launches, syncs=syncs)
+    _report(qualname, path, c)
+    ai_cpu = entry.ai_cpu_limit(path)
+    if ai_cpu is not None and c.ai_cpu > ai_cpu:
+        raise AssertionError(
+            f"{qualname}{'' if path is None else f' [{path}]'}: {c.ai_cpu} launches a 910B runs on "
+            f"its AI CPU, the budget allows {ai_cpu}: "
+            f"{', '.join(n for r in c.calls[:1] for n in r.ai_cpu) or '-'}\n{c.summary()}"
+        )
     if exact and (c.launches, c.syncs) != (launches, syncs):
         raise AssertionError(
             f"{qualname}{'' if path is None else f' [{path}]'}: measured {c.launches} launches and "
@@ -51,6 +60,15 @@ def assert_op_budget(
             f"(never loosen it silently)\n{c.summary()}"
         )
     return c
+
+
+def _report(qualname: str, path: str | None, c: Counter) -> None:
+    """Append ``qualname path ai_cpu stalls`` to ``$FBGEMM_NPU_BUDGET_REPORT`` when it is set:
+    a census of what the budget tests measure, for re-measuring the tables."""
+    target = os.environ.get("FBGEMM_NPU_BUDGET_REPORT")
+    if target:
+        with open(target, "a", encoding="utf-8") as f:
+            f.write(f"{qualname}\t{path}\t{c.launches}\t{c.ai_cpu}\t{c.stalls}\n")
 
 
 def family_ops(family: str) -> set[str]:
