@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
-from torch._subclasses.fake_tensor import is_fake
+
+from fbgemm_npu.native._index import arange_cached, segment_ids, tracing
 
 __all__ = [
     "StateLayout",
@@ -46,8 +47,6 @@ __all__ = [
 _HOST: dict[int, tuple[weakref.ref, int, tuple[int, ...]]] = {}
 _PLANS: OrderedDict[tuple, tuple[tuple[weakref.ref, ...], TbePlan]] = OrderedDict()
 _PLAN_CACHE_SIZE = 64
-_ARANGE: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
-_FILLED: dict[tuple[torch.device, int], torch.Tensor] = {}
 
 
 def _lookup(t: torch.Tensor) -> tuple[int, ...] | None:
@@ -95,63 +94,6 @@ def host_values(*tensors: torch.Tensor) -> list[tuple[int, ...]]:
             pos += m.numel()
         out = [_lookup(t) for t in tensors]
     return [v for v in out if v is not None]
-
-
-def tracing(*tensors: object) -> bool:
-    """Whether this call is traced rather than run: a fake-tensor mode is active (torch.compile,
-    AOTAutograd, opcheck) or one of ``tensors`` is fake (a functional wrapper of one included).
-    A traced call has no data to read on the host, and a real tensor it picked up from a cache
-    would be foreign to the trace.  One C call, plus a few type checks, per call."""
-    if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None:
-        return True
-    return any(isinstance(t, torch.Tensor) and is_fake(t) for t in tensors)
-
-
-def arange_cached(n: int, device: torch.device, dtype: torch.dtype = torch.int64) -> torch.Tensor:
-    """``torch.arange(n)`` as a prefix view of a cached, growing buffer: launch-free once warm
-    (a fresh ``arange`` when traced: the cache holds real tensors).
-
-    Callers must not write to the result.
-    """
-    if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None:
-        return torch.arange(n, device=device, dtype=dtype)
-    key = (device, dtype)
-    buf = _ARANGE.get(key)
-    if buf is None or buf.numel() < n:
-        size = max(n, 1024, 0 if buf is None else 2 * buf.numel())
-        buf = torch.arange(size, device=device, dtype=dtype)
-        _ARANGE[key] = buf
-    return buf[:n]
-
-
-def _filled_i32(n: int, value: int, device: torch.device) -> torch.Tensor:
-    """``n`` int32 ``value``s as a prefix view of a cached, growing buffer (as
-    :func:`arange_cached`; callers must not write to it)."""
-    if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None:
-        return torch.full((n,), value, device=device, dtype=torch.int32)
-    key = (device, value)
-    buf = _FILLED.get(key)
-    if buf is None or buf.numel() < n:
-        size = max(n, 1024, 0 if buf is None else 2 * buf.numel())
-        buf = torch.full((size,), value, device=device, dtype=torch.int32)
-        _FILLED[key] = buf
-    return buf[:n]
-
-
-def segment_ids(bounds: torch.Tensor, n: int) -> torch.Tensor:
-    """``ids[i] = #{j >= 1 : bounds[j] <= i}`` for ``i < n``, int32: the segment of each of ``n``
-    items when segment ``s`` is ``bounds[s] : bounds[s + 1]`` (``S = len(bounds) - 1`` for the
-    items past ``bounds[-1]``) -- ``searchsorted(bounds[1:], arange(n), right=True)`` for
-    nondecreasing ``bounds``, built without it: a 910B runs ``searchsorted`` on its AI CPU
-    (docs/hardware.md).  Instead: a one at each segment end, ``marks = index_add(zeros(n + 1),
-    clamp(bounds[1:], 0, n), 1)`` and ``ids = cumsum(marks[:n])``, all int32 (AI Core; int64
-    ``index_add_`` and ``cumsum`` are AI CPU).  The clamp keeps a bound outside ``[0, n]`` in
-    the buffer with the same count (below 0 counts for every item, above ``n`` for none).
-    Launches: clamp, an out-of-place index_add (of cached zeros and ones), cumsum."""
-    dev = bounds.device
-    ends = bounds[1:].clamp(0, n)
-    marks = torch.index_add(_filled_i32(n + 1, 0, dev), 0, ends, _filled_i32(ends.numel(), 1, dev))
-    return torch.cumsum(marks[:n], 0, dtype=torch.int32)
 
 
 @dataclass(frozen=True)
