@@ -34,6 +34,8 @@ included) is on the counted device, or when a ``device=`` argument names it (fac
   (``_assert_async``, torch_npu's CPU fallback) or a host-to-device copy that is not
   ``non_blocking`` from pinned memory (``torch.tensor(..., device="npu")``, ``x.to("npu")``).
   Stalls and ai_cpu launches are reported apart: ``launches`` and ``syncs`` do not change.
+* **nbytes** of a launch: its device tensors in and out (``cost_910b.tensor_bytes``); **owner**:
+  what ``Counter.owner``, when set, answers as the op is recorded (the trace: whose code ran it).
 
 Attribution: a custom op (``fbgemm::``, ``mxrec::`` or any non-``aten`` namespace) on the device
 opens a *call*.  Inside ``__torch_dispatch__`` the mode is popped, so a plain ``func(...)`` would
@@ -49,18 +51,17 @@ import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from fbgemm_npu.testing.cost_910b import tensor_bytes
 from fbgemm_npu.testing.routes_910b import copy_devices, device_of, route, stall_reason
+from fbgemm_npu.testing.torch_npu_ops import ATEN_OPS_FILE, torch_npu_supports  # noqa: F401
 
 __all__ = ["CallRecord", "Counter", "OpEvent", "assert_budget", "count", "torch_npu_supports"]
-
-ATEN_OPS_FILE = Path(__file__).with_name("aten_ops_torch_npu_2_13.txt")
 
 _aten = torch.ops.aten
 
@@ -88,23 +89,6 @@ _BOOL_INDEX_PACKETS = frozenset({"index", "index_put", "index_put_", "_index_put
 _DEVICE_KEYS = {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta"}
 
 
-@functools.cache
-def _torch_npu_ops() -> frozenset[str]:
-    lines = ATEN_OPS_FILE.read_text(encoding="utf-8").splitlines()
-    return frozenset(s.strip() for s in lines if s.strip() and not s.startswith("#"))
-
-
-def torch_npu_supports(func: torch._ops.OpOverload | str) -> bool:
-    """Whether torch_npu 2.13 runs an ATen op natively (``aten.add.Tensor`` or ``"add.Tensor"``)."""
-    if isinstance(func, str):
-        name, _, overload = func.removeprefix("aten.").partition(".")
-        overload = overload or "default"
-    else:
-        name, overload = func._schema.name.split("::", 1)[1], func._overloadname
-    ops = _torch_npu_ops()
-    return f"{name}.{overload}" in ops or (overload == "default" and name in ops)
-
-
 @dataclass
 class OpEvent:
     """One recorded ATen op."""
@@ -116,6 +100,8 @@ class OpEvent:
     call: int | None  # index in Counter.calls of the innermost open call, if any
     ai_cpu: bool = False  # a launch routed to the 910B's AI CPU (routes_910b)
     stall: str | None = None  # why the host waits on a 910B (host fallback, blocking upload)
+    nbytes: int = 0  # a launch's device tensors, inputs and outputs (a 910B cost estimate)
+    owner: str | None = None  # Counter.owner's answer when the op was recorded
 
 
 @dataclass
@@ -141,6 +127,7 @@ class Counter:
     events: list[OpEvent] = field(default_factory=list)
     missing_kernels: list[str] = field(default_factory=list)  # custom ops with no device kernel
     result: Any = None  # set by assert_budget: what fn returned
+    owner: Callable[[], str | None] | None = None  # asked at each recorded op (trace.py: whose)
 
     @property
     def launches(self) -> int:
@@ -289,7 +276,7 @@ class _CountingMode(TorchDispatchMode):
             # lift_fresh of the device result is all that shows: count that copy as a launch.
             stall = "blocking host-to-device copy"  # from pageable memory: never non_blocking
             self._record("aten.lift_fresh (host-to-device copy)", True, None, False, stall=stall)
-            return func(*args, **kwargs)
+            return self._run(func, args, kwargs)
         if _runs_no_kernel(func):
             return func(*args, **kwargs)
         listed = torch_npu_supports(func)
@@ -301,6 +288,7 @@ class _CountingMode(TorchDispatchMode):
                 where = route(func, args, kwargs)
                 stall = stall_reason(func, args, kwargs, self.dev, where)
                 self._record(func.name(), True, None, False, where == "ai_cpu", stall)
+                self.counter.events[-1].nbytes = tensor_bytes(self.dev, (args, kwargs, out))
             return out
         sync = _sync_reason(func, args, kwargs, self.dev)
         # Memcpys to the host are syncs, not kernels; every other recorded op runs a kernel.
@@ -308,7 +296,12 @@ class _CountingMode(TorchDispatchMode):
         where = route(func, args, kwargs)
         stall = stall_reason(func, args, kwargs, self.dev, where)
         self._record(str(func), launch, sync, not listed, launch and where == "ai_cpu", stall)
-        return func(*args, **kwargs)
+        return self._run(func, args, kwargs)
+
+    def _run(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
+        event, out = self.counter.events[-1], func(*args, **kwargs)  # the op just recorded
+        event.nbytes = tensor_bytes(self.dev, (args, kwargs, out)) if event.launch else 0
+        return out
 
     def _record(
         self,
@@ -321,7 +314,9 @@ class _CountingMode(TorchDispatchMode):
     ) -> None:
         name = name.replace("::", ".")
         call = self.open[-1] if self.open else None
+        owner = self.counter.owner() if self.counter.owner is not None else None
         self.counter.events.append(OpEvent(name, launch, sync, unsupported, call, ai_cpu, stall))
+        self.counter.events[-1].owner = owner
         for i in self.open:
             rec = self.counter.calls[i]
             if launch:
