@@ -10,8 +10,10 @@ the ``npu`` device with row-wise adagrad fused into the embedding backward, thro
 the CPU with upstream fbgemm, and checks that the losses agree.  ``--processes N`` spawns N ranks
 joined by the ``hccl`` backend (on the simulated device: fbgemm_npu's gloo-staged stand-in).
 Without an Ascend NPU (torch_npu not installed) the run uses fbgemm_npu's simulated npu device and
-says so.  Prints loss and samples/s of both runs; exits 1 when a loss differs by more than the
-tolerance, or when a traced step ran an ``fbgemm::`` op off our npu kernels.
+says so.  Prints loss and samples/s of both runs and, for every npu step, what fbgemm_npu's
+code asked of the device (launches, AI-CPU launches, syncs + stalls, bytes) with the step time a
+910B would take for it (:mod:`fbgemm_npu.examples.dlrm_steps`); exits 1 when a loss differs by
+more than the tolerance, or when a traced step ran an ``fbgemm::`` op off our npu kernels.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class RankReport:
     trace_ok: bool | None = None
     trace_summary: str = ""
     plan: str = ""
+    steps: list[int] = field(default_factory=list)  # the counted npu steps (dlrm_steps.py)
+    step_costs: list[dict[str, int]] = field(default_factory=list)  # fbgemm_npu's share, a Cost
+    step_whole: list[dict[str, int]] = field(default_factory=list)  # every op on the device
 
     def max_diff(self) -> float:
         diffs = [abs(a - b) for a, b in zip(self.npu_losses, self.cpu_losses, strict=False)]
@@ -100,6 +105,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-cpu-check", action="store_true", help="skip the CPU reference run")
     p.add_argument("--no-trace", action="store_true", help="skip the trace of the first step")
+    p.add_argument(
+        "--no-step-counts",
+        action="store_true",
+        help="do not count steps after the first (times the npu run without the counters)",
+    )
     p.add_argument("--atol", type=float, default=ATOL, help="loss tolerance, absolute")
     p.add_argument("--rtol", type=float, default=RTOL, help="loss tolerance, relative")
     p.add_argument("--timeout", type=float, default=900, help="seconds before ranks are killed")
@@ -207,18 +217,12 @@ def _run_one(args: argparse.Namespace, model: str, sharding_type: str, device: A
     import torch.distributed as dist
 
     from fbgemm_npu.examples import dlrm_train
-    from fbgemm_npu.testing.trace import trace
+    from fbgemm_npu.examples.dlrm_steps import StepRecorder
 
     rank = dist.get_rank()
     cfg = _config(args, model, sharding_type)
     rep = RankReport(sharding_type=sharding_type, rank=rank, model=model)
-    traced: list[Any] = []
-
-    def hook(step: int, run: Any) -> Any:
-        if step != 0 or args.no_trace:
-            return run()
-        traced.append(trace(run, device.type))
-        return traced[-1].result
+    hook = StepRecorder(device.type, trace_first=not args.no_trace, count=not args.no_step_counts)
 
     npu_plan = None  # the CPU run uses the npu planner's plan: the same sharding
     for dev in (device, torch.device("cpu")):
@@ -241,8 +245,9 @@ def _run_one(args: argparse.Namespace, model: str, sharding_type: str, device: A
         else:
             rep.cpu_losses, rep.cpu_samples_per_s = result.losses, result.samples_per_s
         rep.foreign += [f"{dev.type} run: {f}" for f in result.foreign_tensors]
-    if traced:
-        rep.trace_ok, rep.trace_summary = traced[0].ok, traced[0].summary()
+    if hook.traced:
+        rep.trace_ok, rep.trace_summary = hook.traced[0].ok, hook.traced[0].summary()
+    rep.steps, rep.step_costs, rep.step_whole = hook.steps, hook.ours, hook.whole
     return rep
 
 
@@ -296,6 +301,8 @@ def launch(args: argparse.Namespace) -> list[RankReport]:
 
 def report(args: argparse.Namespace, reports: list[RankReport]) -> bool:
     """Print the outcome of every run; True when every check passed."""
+    from fbgemm_npu.examples.dlrm_steps import LEGEND, step_lines
+
     ok = True
     shape = f"{args.tables} tables x {args.num_embeddings} rows x {args.embedding_dim}"
     print(
@@ -303,6 +310,7 @@ def report(args: argparse.Namespace, reports: list[RankReport]) -> bool:
     )
     tol = f"|npu - cpu| <= {args.atol:g} + {args.rtol:g}*|cpu| at every step on every rank"
     print(f"loss check: {tol}" if not args.no_cpu_check else "loss check: skipped")
+    print(LEGEND)
     shown_trace = False
     for model, st in dict.fromkeys((r.model, r.sharding_type) for r in reports):
         reps = sorted(
@@ -335,6 +343,7 @@ def report(args: argparse.Namespace, reports: list[RankReport]) -> bool:
                 lines += ["    " + line for line in bad[0].trace_summary.splitlines()]
                 shown_trace = True
             ok &= traced_ok
+        lines += step_lines(name, reps)
         foreign = [f for r in reps for f in r.foreign]
         if foreign:
             lines.append(f"[{name}] model state off its device: {foreign[:5]}")

@@ -30,7 +30,6 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.utils._pytree import tree_leaves
 
 if TYPE_CHECKING:
     from fbgemm_npu.testing.counters import OpEvent
@@ -59,12 +58,20 @@ def tensor_bytes(device_type: str, tree: Any) -> int:
     """Bytes of the tensors on ``device_type`` in ``tree`` (args, kwargs, results; nested).
 
     ``numel * element_size`` each, so a view counts what it shows; a symbolic size counts 0.
+    Walks tuples, lists and dict values itself: torch's pytree costs ~50 us a call, and the
+    counters call this once per launch.
     """
-    total = 0
-    for leaf in tree_leaves(tree):
-        if isinstance(leaf, torch.Tensor) and leaf.device.type == device_type:
-            n = leaf.numel()
-            total += n * leaf.element_size() if isinstance(n, int) else 0
+    total, todo = 0, [tree]
+    while todo:
+        leaf = todo.pop()
+        if isinstance(leaf, torch.Tensor):
+            if leaf.device.type == device_type:
+                n = leaf.numel()
+                total += n * leaf.element_size() if isinstance(n, int) else 0
+        elif isinstance(leaf, (tuple, list)):
+            todo.extend(leaf)
+        elif isinstance(leaf, dict):
+            todo.extend(leaf.values())
     return total
 
 

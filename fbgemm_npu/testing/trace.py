@@ -15,14 +15,28 @@
   (weights, activations, gradients) leaving the device; integer ones are metadata torchrec reads
   back (all-to-all splits), as on cuda.  Copies made by the simulated ``hccl`` backend to stage a
   collective through gloo are not counted: real HCCL moves the data device to device.
+
+Attribution (:func:`owner_of_caller`, asked by the counters at each op): an op belongs to
+fbgemm_npu when it runs inside an ``fbgemm::`` / ``mxrec::`` call, or when the innermost Python
+frame that decides, walking out from the op, is fbgemm_npu's own code (its kernels, autograd
+functions, ``integrations/`` and ``split_table/``).  Frames that decide: fbgemm_npu's (ours), the
+simulated collective's staging (``testing/collectives*.py``, left out: real HCCL has no staging),
+the main job's loop (``examples/``) and torchrec's (its all-to-all split-size reads, its KJT work:
+theirs, even under one of our wrappers).  Frames that do not: torch's, upstream fbgemm_gpu's
+Python (the frontend we run is charged to whoever called it) and the counters' own.  Ops with
+no deciding frame (the autograd engine's C++ backward of torch ops) are not ours.
+:func:`count_step` counts one step this way with the counters alone, cheaply; :func:`trace` adds
+the heavier observers.  Both price the step with :mod:`fbgemm_npu.testing.cost_910b`.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections import Counter as Tally
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,14 +45,26 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from fbgemm_npu._registry import REGISTRY
-from fbgemm_npu.testing.counters import count
+from fbgemm_npu.testing.cost_910b import Cost
+from fbgemm_npu.testing.counters import Counter, OpEvent, count
 
-__all__ = ["StepTrace", "trace"]
+__all__ = [
+    "OURS",
+    "STAGING",
+    "StepCount",
+    "StepTrace",
+    "count_step",
+    "is_ours",
+    "owner_of_caller",
+    "trace",
+]
 
 _COPIES = frozenset({"_to_copy", "copy_", "_copy_from", "_copy_from_and_resize"})
 _CUSTOM_NAMESPACES = frozenset({"fbgemm", "mxrec"})
 _OUR_KEYS = frozenset({"PrivateUse1", "AutogradPrivateUse1"})
 _STAGING_MODULE = "fbgemm_npu/testing/collectives.py"
+_PACKAGE = Path(__file__).parents[1].as_posix() + "/"  # .../fbgemm_npu/: whose frames are ours
+OURS, STAGING, MAIN_JOB, TORCHREC = "fbgemm_npu", "staging", "main job", "torchrec"
 
 
 @dataclass
@@ -59,6 +85,8 @@ class StepTrace:
     # op -> host stalls (host fallbacks such as _assert_async, blocking uploads)
     ai_cpu: Tally[str] = field(default_factory=Tally)
     stalls: Tally[str] = field(default_factory=Tally)
+    ours: Cost = field(default_factory=Cost)  # fbgemm_npu's share (module doc: attribution)
+    whole: Cost = field(default_factory=Cost)  # every op on the device
     result: Any = None
 
     @property
@@ -86,6 +114,12 @@ class StepTrace:
         for item in self.missing_below:
             lines.append(f"  reached the device with no kernel of ours: {item}")
         lines.append(f"device launches {self.launches}, host syncs {self.syncs}")
+        o = self.ours
+        lines.append(
+            f"fbgemm_npu's share: launches {o.launches}, AI-CPU {o.ai_cpu}, syncs + stalls "
+            f"{o.syncs} + {o.stalls}, {o.megabytes:.2f} MB: {o.us / 1e3:.3f} ms on a 910B "
+            f"(the whole step: {self.whole.us / 1e3:.3f} ms)"
+        )
         for tally, what in ((self.ai_cpu, "AI-CPU launches"), (self.stalls, "host stalls")):
             top = ", ".join(f"{op} {n}" for op, n in tally.most_common(6))
             lines.append(f"on a 910B: {what} {sum(tally.values())}" + (f" ({top})" if top else ""))
@@ -94,6 +128,57 @@ class StepTrace:
             lines.append(f"  {item}")
         lines.append(f"integer metadata copied to host: {len(self.int_to_host)}")
         return "\n".join(lines)
+
+
+@dataclass
+class StepCount:
+    """One step counted by :func:`count_step`: fbgemm_npu's share, the whole, what it returned."""
+
+    ours: Cost
+    whole: Cost
+    result: Any = None
+
+
+@functools.cache
+def _owner_of_file(filename: str) -> str | None:
+    """Who a frame of ``filename`` speaks for, or None when it does not decide (module doc)."""
+    path = filename.replace("\\", "/")
+    if path.startswith(_PACKAGE):
+        rel = path[len(_PACKAGE) :]
+        if rel.startswith("testing/collectives"):
+            return STAGING
+        if rel.startswith("testing/"):
+            return None  # the counters, the trace, the simulator: instruments, not the job
+        return MAIN_JOB if rel.startswith("examples/") else OURS
+    return TORCHREC if "/torchrec/" in path else None
+
+
+def owner_of_caller() -> str | None:
+    """Whose code issued the op being recorded: the innermost frame that decides (module doc)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        owner = _owner_of_file(frame.f_code.co_filename)
+        if owner is not None:
+            return owner
+        frame = frame.f_back
+    return None
+
+
+def is_ours(event: OpEvent) -> bool:
+    """Whether a counted op is fbgemm_npu's: inside a custom-op call, or issued by our code."""
+    return event.owner != STAGING and (event.call is not None or event.owner == OURS)
+
+
+def _priced(c: Counter) -> tuple[Cost, Cost]:
+    return Cost.of(c.events, is_ours), Cost.of(c.events)
+
+
+def count_step(fn: Callable[[], Any], device_type: str = "npu") -> StepCount:
+    """Run ``fn()`` under the counters alone, each op attributed (cheaper than :func:`trace`)."""
+    with count(device_type) as c:
+        c.owner = owner_of_caller
+        result = fn()
+    return StepCount(*_priced(c), result)
 
 
 def _devices(args: tuple, kwargs: dict) -> set[str]:
@@ -196,7 +281,9 @@ def trace(fn: Callable[[], Any], device_type: str = "npu") -> StepTrace:
     """Run ``fn()`` and record its custom-op calls and host transfers (see the module doc)."""
     rec = StepTrace(device_type=device_type)
     with _CustomOpMode(rec), count(device_type) as c, _HostSideMode(rec):
+        c.owner = owner_of_caller
         rec.result = fn()
+    rec.ours, rec.whole = _priced(c)
     rec.missing_below = list(dict.fromkeys(c.missing_kernels))
     rec.launches, rec.syncs = c.launches, c.syncs
     for e in c.events:
