@@ -16,7 +16,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from bench.harness import Case, run_case, table
+from bench.harness import Case, machine, run_case, table
 
 BENCH = Path(__file__).resolve().parent
 # The module of ``python -m bench tbe``; it exports ``main``, not ``CASES``.
@@ -86,8 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(run_case(case, repeats=args.repeats))
     text = (
         f"npu device: {kind}; times are CPU wall times of both kernels on the same CPU tensors, "
-        f"{args.threads} thread(s), median of {args.repeats}; launches/syncs are one call on "
-        "npu.\n\n" + table(rows)
+        f"{args.threads} thread(s), median of {args.repeats}, on {machine()} at the end of the "
+        "run.  Device cost: one call on npu, counted (launches; AI-CPU: those a 910B runs on its "
+        "AI CPU; syncs + stalls: host waits, a stall one only a 910B has; MB moved) and priced: "
+        '910B us, the projected time of the call (docs/hardware.md, "Cost model").\n\n'
+        + table(rows)
     )
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

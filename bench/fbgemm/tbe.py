@@ -18,7 +18,6 @@ the plan-building first call), counted by :mod:`fbgemm_npu.testing.counters`.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -34,8 +33,10 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
     SplitTableBatchedEmbeddingBagsCodegen,
 )
 
+from bench.harness import COST_HEAD, COST_RULE, cost_cells, machine
 from fbgemm_npu.native.fbgemm.tbe import KERNELS
 from fbgemm_npu.testing import counters
+from fbgemm_npu.testing.cost_910b import Cost
 
 __all__ = ["Shape", "main", "run"]
 
@@ -140,12 +141,14 @@ def run(shape: Shape, repeats: int) -> list[dict[str, Any]]:
     read = 4 * shape.B * shape.T * shape.D * shape.L  # upstream's count: fp32 rows read
     step_launches = fwd_c.launches + bwd_c.launches
     step_syncs = fwd_c.syncs + bwd_c.syncs
+    fwd_cost = Cost.of(fwd_c.events)
+    step_cost = fwd_cost + Cost.of(bwd_c.events)
     measured = [
-        ("forward", f_ms, read, fwd_c.launches, fwd_c.syncs),
-        ("forward+backward+optimizer", s_ms, 3 * read, step_launches, step_syncs),
+        ("forward", f_ms, read, fwd_c.launches, fwd_c.syncs, fwd_cost),
+        ("forward+backward+optimizer", s_ms, 3 * read, step_launches, step_syncs, step_cost),
     ]
     rows = []
-    for name, ms, moved, launches, syncs in measured:
+    for name, ms, moved, launches, syncs, cost in measured:
         rows.append(
             {
                 "case": name,
@@ -156,6 +159,7 @@ def run(shape: Shape, repeats: int) -> list[dict[str, Any]]:
                 "upstream_gbs": moved / ms["upstream"] / 1e6,
                 "launches": launches,
                 "syncs": syncs,
+                "cost": cost,
                 "unsupported": sorted(set(fwd_c.unsupported + bwd_c.unsupported)),
             }
         )
@@ -163,19 +167,20 @@ def run(shape: Shape, repeats: int) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]], shape: Shape, repeats: int, kind: str) -> str:
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     head = (
-        f"TBE lookup, {shape}; npu device: {kind}; {torch.get_num_threads()} CPU threads, load "
-        f"average {load} at the end of the run.  Times: CPU wall time of both kernels on the "
+        f"TBE lookup, {shape}; npu device: {kind}; {torch.get_num_threads()} CPU threads on "
+        f"{machine()} at the end of the run.  Times: CPU wall time of both kernels on the "
         f"same CPU tensors, median of {repeats} interleaved runs; GB/s as upstream's benchmark "
-        "counts it (forward B*sum(D)*L*4 bytes, forward+backward 3x); launches/syncs: one call "
-        "on npu (forward: the lookup; backward: gradient aggregation and fused optimizer).\n\n"
-        "| case | ours ms | upstream ms | ratio | ours GB/s | upstream GB/s | launches | syncs "
-        "| unsupported |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n"
+        "counts it (forward B*sum(D)*L*4 bytes, forward+backward 3x); device cost: one call "
+        "on npu (forward: the lookup; backward: gradient aggregation and fused optimizer), "
+        "counted (AI-CPU: launches a 910B runs on its AI CPU; syncs + stalls: host waits) and "
+        'priced: 910B us, the projected time (docs/hardware.md, "Cost model").\n\n'
+        f"| case | ours ms | upstream ms | ratio | ours GB/s | upstream GB/s {COST_HEAD} "
+        f"unsupported |\n|---|---:|---:|---:|---:|---:|{COST_RULE}---|\n"
     )
     body = "".join(
         f"| {r['case']} | {r['ours_ms']:.2f} | {r['upstream_ms']:.2f} | {r['ratio']:.2f} | "
-        f"{r['ours_gbs']:.2f} | {r['upstream_gbs']:.2f} | {r['launches']} | {r['syncs']} | "
+        f"{r['ours_gbs']:.2f} | {r['upstream_gbs']:.2f} |{cost_cells(r['cost'])} "
         f"{', '.join(r['unsupported']) or '-'} |\n"
         for r in rows
     )
