@@ -1,8 +1,8 @@
 """Hostile-input fuzz of the cumsum family (fbgemm_npu/native/fbgemm/cumsum/).
 
 Valid inputs in every layout and dtype equal upstream's CPU kernels (int32 overflow wraps as
-upstream's; half types against a float64 reference, as in conformance); everything else gets a
-clear error naming the op and ``t_in``.
+upstream's, int64 values use all 64 bits; half types against a float64 reference, as in
+conformance); everything else gets a clear error naming the op and ``t_in``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ def _values(data: Any, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tens
     gen = seeded(data)
     if dtype.is_floating_point:
         return torch.randn(shape, generator=gen).to(dtype)
-    near_max = data.draw(st.booleans(), label="near 2**31")
-    low, high = (INT32_MAX - 1000, INT32_MAX) if near_max else (-50, 50)
+    ranges = {"small": (-50, 50), "near 2**31": (INT32_MAX - 1000, INT32_MAX)}
+    if dtype == torch.int64:  # int64 is scanned word by word: carries, borrows, 2**63 wraps
+        ranges |= {"low words": (0, 2**32), "all 64 bits": (-(2**63), 2**63 - 1)}
+    low, high = ranges[data.draw(st.sampled_from(sorted(ranges)), label="values")]
     return torch.randint(low, high, shape, generator=gen, dtype=torch.int64).to(dtype)
 
 

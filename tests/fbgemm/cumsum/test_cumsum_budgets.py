@@ -2,8 +2,10 @@
 
 Every op and every path of its budget is measured at two sizes (the count must not depend on
 them), with the data checks off and on (the family has none: the counts agree), on each input
-form the ops take: 1-D, 2-D rows, a half type, a sliced view; ``strided`` is a view no reshape
-flattens (transposed), which exclusive / inclusive clone before their scan.
+form the ops take: 1-D, 2-D rows, a sliced view; ``strided`` is a view no reshape flattens
+(transposed), which exclusive / inclusive clone before their scan.  Each form in int32 and
+float16 (the main path) and in int64 (the ``int64`` path: AI-Core int32 scans of the two words,
+no AI-CPU int64 ``cumsum``); the AI-CPU count of every path is held too.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ from fbgemm_npu.testing.budgets import assert_every_path_measured, assert_op_bud
 NPU = "npu"
 SIZES = (24, 26 * 2048)  # elements: the counts must not depend on them
 KINDS = ("complete", "exclusive", "inclusive")
-# Input forms on the main path: (name, view of a 1-D int64 tensor of even length).
+# Input forms: (name, view of a 1-D tensor of even length).
 FORMS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "1-D": lambda t: t,
     "2-D": lambda t: t.view(2, -1),
-    "float16": lambda t: t.half(),
     "sliced": lambda t: t[::2],
     "transposed": lambda t: t.view(2, -1).t(),  # complete scans it row by row as it is
 }
+DTYPES = (torch.int32, torch.float16, torch.int64)
 
 
 @dataclass(frozen=True)
@@ -34,22 +36,26 @@ class Case:
     kind: str
     path: str | None
     form: str
+    dtype: torch.dtype
 
     @property
     def qualname(self) -> str:
         return f"fbgemm::asynchronous_{self.kind}_cumsum"
 
     def __str__(self) -> str:
-        return f"{self.kind}[{self.path or 'main'}, {self.form}]"
+        return f"{self.kind}[{self.path or 'main'}, {self.form}, {self.dtype}]"
 
 
 def _cases() -> list[Case]:
     cases = []
     for kind in KINDS:
-        strided = "strided" in budget_of(f"fbgemm::asynchronous_{kind}_cumsum").paths
-        for form in FORMS:
-            path = "strided" if strided and form == "transposed" else None
-            cases.append(Case(kind, path, form))
+        paths = budget_of(f"fbgemm::asynchronous_{kind}_cumsum").paths
+        for dtype in DTYPES:
+            for form in FORMS:
+                parts = ["int64"] if dtype == torch.int64 else []
+                if "strided" in paths and form == "transposed":
+                    parts.append("strided")
+                cases.append(Case(kind, " + ".join(parts) or None, form, dtype))
     return cases
 
 
@@ -59,7 +65,8 @@ CASES = _cases()
 def _measure(case: Case) -> None:
     op = getattr(torch.ops.fbgemm, f"asynchronous_{case.kind}_cumsum")
     for n in SIZES:
-        t = FORMS[case.form](torch.randint(0, 40, (n,), device=NPU))  # built before the count
+        t = torch.randint(0, 40, (n,), device=NPU).to(case.dtype)
+        t = FORMS[case.form](t)  # built before the count
         c = assert_op_budget(lambda t=t: op(t), case.qualname, path=case.path, exact=True)
         assert [r.op for r in c.calls] == [f"fbgemm.asynchronous_{case.kind}_cumsum.default"]
 

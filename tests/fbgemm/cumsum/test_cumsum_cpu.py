@@ -155,6 +155,46 @@ def test_int32_overflow_wraps_like_upstream(kind: str, shape: tuple[int, ...]) -
     assert (OURS[kind](t) < 0).any(), "the sum must wrap, not saturate or promote"
 
 
+# int64 is scanned as two int32 words with the carries between them rebuilt (cumsum.py:
+# _complete_int64, _scan_int64): values that carry on every step, borrow, sit near 2**63, or use
+# all 64 bits; each must equal upstream's int64 scan bit for bit (overflow wraps mod 2**64).
+INT64_VALUES: dict[str, Callable[[torch.Generator], torch.Tensor]] = {
+    "carry_every_step": lambda g: torch.full((300,), 2**32 - 1, dtype=torch.int64),
+    "minus_one": lambda g: torch.full((300,), -1, dtype=torch.int64),
+    "low_words": lambda g: torch.randint(0, 2**32, (4000,), generator=g, dtype=torch.int64),
+    "full_range": lambda g: torch.randint(-(2**63), 2**63 - 1, (4000,), generator=g),
+    "near_max": lambda g: torch.tensor([2**63 - 1, 1, 2**63 - 1, -(2**63), 5, 2**31, 2**32]),
+    "mixed_signs": lambda g: torch.randint(-(2**40), 2**40, (999,), generator=g),
+}
+INT64_LAYOUTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "1-D": lambda x: x,
+    "2-D": lambda x: x[: x.numel() // 3 * 3].view(3, -1),
+    "transposed": lambda x: x[: x.numel() // 3 * 3].view(-1, 3).t(),
+    "step": lambda x: x[::3],
+    "expanded": lambda x: x[:4].view(4, 1).expand(4, 5),
+}
+
+
+@pytest.mark.parametrize("layout", INT64_LAYOUTS)
+@pytest.mark.parametrize("values", INT64_VALUES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_int64_exact_across_the_word_boundary(kind: str, values: str, layout: str) -> None:
+    t = INT64_LAYOUTS[layout](INT64_VALUES[values](torch.Generator().manual_seed(1)))
+    assert_matches_upstream(kind, t)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_int64_on_npu_exact_and_off_the_ai_cpu(kind: str) -> None:
+    """On the (simulated) npu through the dispatcher: bit-exact, and no int64 cumsum (AI CPU)."""
+    from fbgemm_npu.testing.counters import count
+
+    t = INT64_VALUES["full_range"](torch.Generator().manual_seed(2))
+    with count() as c:
+        got = upstream(kind, t.to("npu"))
+    assert torch.equal(got.cpu(), upstream(kind, t))
+    assert c.ai_cpu == 0, c.summary()
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("kind", KINDS)
 def test_half_long_sum_more_accurate_than_upstream(kind: str, dtype: torch.dtype) -> None:

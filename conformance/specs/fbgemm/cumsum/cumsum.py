@@ -5,8 +5,9 @@ exclusive / inclusive cumsum 0-D to 3-D (upstream CPU scans the tensor flattened
 order).  Edge cases: empty (0,), (0, k), (k, 0); all zeros; int32 sums that overflow (upstream
 wraps); transposed, sliced and expanded (stride 0) views.  One example in ten is invalid (a rank
 or a dtype upstream rejects): ours must raise as upstream does.
-Budgets: the op's entry; for exclusive / inclusive its ``strided`` path when no view flattens the
-input (it is cloned before the scan).
+Budgets: the op's entry; its ``int64`` path for int64 input (scanned as two int32 words, no int64
+``cumsum``), and for exclusive / inclusive its ``strided`` path when no view flattens the input
+(it is cloned before the scan).
 
 Oracles and tolerances (``scale`` = the same cumsum of ``|t_in|`` in float64, the running
 magnitude: partial sums can cancel to ~0 while rounding error grows with the terms summed):
@@ -121,14 +122,21 @@ def _examples(name: str) -> tuple[dict[str, object], ...]:
     return tuple({"t_in": c} for c in cases)
 
 
-def _flat_scan_budget(t_in: torch.Tensor | TensorView) -> BudgetUse:
-    """Exclusive / inclusive scan the input flattened: a view no reshape flattens is cloned."""
-    t = t_in.view(t_in.base) if isinstance(t_in, TensorView) else t_in
-    try:
-        t.view(-1)
-    except RuntimeError:
-        return BudgetUse(path="strided")
-    return BudgetUse()
+def _scan_budget(flat: bool) -> Callable[[torch.Tensor | TensorView], BudgetUse]:
+    """The budget path of one input: ``int64`` (scanned as two int32 words) and, for exclusive /
+    inclusive (``flat``: they scan the input flattened), ``strided`` when no view flattens it
+    (it is cloned)."""
+
+    def path(t_in: torch.Tensor | TensorView) -> BudgetUse:
+        t = t_in.view(t_in.base) if isinstance(t_in, TensorView) else t_in
+        parts = ["int64"] if t.dtype == torch.int64 else []
+        try:
+            t.view(-1)
+        except RuntimeError:
+            parts += ["strided"] if flat else []
+        return BudgetUse(path=" + ".join(parts) or None)
+
+    return path
 
 
 def _spec(
@@ -147,7 +155,7 @@ def _spec(
             scale=lambda t_in: ref(t_in.to(torch.float64).abs()),
             slack=lambda t_in: _upstream_error(op, ref, t_in),
         ),
-        budget=BudgetUse() if name == "asynchronous_complete_cumsum" else _flat_scan_budget,
+        budget=_scan_budget(flat=name != "asynchronous_complete_cumsum"),
         reference=ref,
         use_reference=lambda t_in: t_in.dtype in HALF,
         examples=_examples(name),

@@ -3,7 +3,7 @@
 Semantics, measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0):
 
 * dtypes: int32, int64, float16, bfloat16, float32; the output has the input's dtype, and int32
-  wraps on overflow (two's complement), exactly as upstream does;
+  (int64) wraps on overflow mod 2**32 (2**64), exactly as upstream does;
 * ``asynchronous_complete_cumsum``: 1-D ``(N,)`` -> ``(N + 1,)`` starting with 0; 2-D ``(R, C)``
   -> ``(R, C + 1)``, each row its own complete cumsum; any other rank is an error;
 * ``asynchronous_exclusive_cumsum`` / ``asynchronous_inclusive_cumsum``: any rank, 0-D included;
@@ -21,6 +21,14 @@ registered, and the kernels scan a detached input: a float input that requires g
 upstream's result (an output that requires grad through autograd's not-implemented node, with no
 gradient for the input), not an error from ``cumsum.out`` nor a gradient upstream does not give.
 The kernels are device-generic: called directly they also run on CPU tensors.
+
+On a 910B an int64 ``cumsum`` runs on the AI CPU (docs/hardware.md), and int64 inputs are
+common (torchrec's offsets from int64 lengths), while the contract keeps the int64 output, whose
+values may pass 2**31, and gives no size to decide a narrower type on the host.  So int64 is
+scanned exactly as two int32 words (AI Core): the low words' sum mod 2**32, the carries out of
+it recovered by one int64 add or subtract, and the high words plus carries scanned mod 2**32
+(:func:`_complete_int64`, :func:`_scan_int64`): 4 launches and none on the AI CPU, where one
+AI-CPU ``cumsum`` (plus a ``zero_``) did it before.
 """
 
 from __future__ import annotations
@@ -59,14 +67,72 @@ def _check_input(op: str, t_in: object) -> torch.Tensor:
     return check_dtype(op, "t_in", t, CUMSUM_DTYPES).detach()
 
 
-def _scan_into(src: torch.Tensor, dim: int, out: torch.Tensor) -> None:
-    """Inclusive scan of ``src`` along ``dim`` written into the view ``out`` (``cumsum.out``).
+def _words(t: torch.Tensor) -> torch.Tensor:
+    """The two int32 words of each element of the int64 tensor ``t``, any strides, as a view of
+    shape ``(*t.shape, 2)``: ``[..., 0]`` the low word (its bits are the value mod 2**32),
+    ``[..., 1]`` the high word (signed).  Little-endian, as on every host and device torch runs
+    on (x86, aarch64, the Ascend AI Core).  Views only: an int64 view reaching every element
+    with stride 1, its int32 reinterpretation, then the strides doubled."""
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+    words = t.as_strided((span,), (1,)).view(torch.int32)
+    return words.as_strided((*t.shape, 2), (*(2 * s for s in t.stride()), 1))
 
-    ``dtype=src.dtype`` keeps int32 as int32 (``torch.cumsum`` would otherwise promote integers to
-    int64), which reproduces upstream's wrap-around on overflow: the wider accumulator torch uses
-    internally agrees with int32 arithmetic modulo 2**32.
+
+def _scan_int64(src: torch.Tensor, dim: int, out: torch.Tensor) -> None:
+    """Inclusive int64 scan of ``src`` along ``dim`` (>= 0) into the view ``out``, exact mod 2**64
+    (upstream's wrap), without an int64 ``cumsum`` (a 910B runs that on its AI CPU).
+
+    With ``x = lo + 2**32 hi`` (``lo`` the unsigned low word, ``hi`` the signed high word) the sum
+    is ``S_k = sum(lo) + 2**32 sum(hi)``, and ``sum(lo)`` is its low word ``L_k`` (an int32 scan,
+    exact mod 2**32) plus ``2**32`` times the carries ``c_j = 1`` where ``L_{j-1} + lo_j`` passed
+    2**32.  So the high word of ``S_k`` is ``sum_{j<=k} (hi_j + c_j)`` mod 2**32.  The carries come
+    from one int64 subtraction: with ``P_k = L_k + 2**32 V_k`` (any high word ``V``),
+    ``P_k - x_k = L_{k-1} + 2**32 (V_k - hi_k - c_k)`` because ``L_k = L_{k-1} + lo_k - 2**32 c_k``
+    and ``0 <= L_{k-1} < 2**32``: its high word is ``V_k - hi_k - c_k``, so ``hi_k + c_k`` is
+    ``V_k`` minus that.  Launches (all AI Core): an int32 scan of both words at once (``V`` = the
+    high words' scan), the int64 ``out - src``, an int32 difference of high words, an int32 scan
+    of ``hi + c`` into the high words of ``out`` (4, for 1 AI-CPU launch).
     """
-    torch.cumsum(src, dim, dtype=src.dtype, out=out)
+    out_words = _words(out)
+    torch.cumsum(_words(src), dim, dtype=torch.int32, out=out_words)
+    behind = torch.sub(out, src)  # high word: V_k - hi_k - c_k; low word: L_{k-1}
+    hi_and_carry = torch.sub(out_words[..., 1], _words(behind)[..., 1])
+    torch.cumsum(hi_and_carry, dim, dtype=torch.int32, out=out_words[..., 1])
+
+
+def _complete_int64(src: torch.Tensor, dim: int, out: torch.Tensor) -> None:
+    """The complete int64 scan of ``src`` along ``dim`` (>= 0, ``n`` long) into the fresh ``out``
+    (``n + 1`` long there): ``out[0] = 0``, ``out[k + 1] = S_k``, exact mod 2**64, without an
+    int64 ``cumsum``.  As :func:`_scan_int64`, with the carries read off a zero-extended low word:
+    once ``out`` is zeroed and its low words hold ``L`` (an int32 scan of the low words),
+    ``out[k]`` is ``L_{k-1}`` with a zero high word, so ``y_k = x_k + out[k] = L_k + 2**32 (hi_k +
+    c_k)`` (``lo_k + L_{k-1} = L_k + 2**32 c_k``); an int32 scan of ``y``'s high words gives the
+    high words of ``out[1:]``, whose low words already hold ``L``.  Launches (all AI Core):
+    ``zero_``, the low words' scan, the int64 ``add``, the high words' scan (4, for 2 with one on
+    the AI CPU)."""
+    n = src.size(dim)
+    out.zero_()
+    if src.numel() == 0:
+        return
+    sums = _words(out.narrow(dim, 1, n))
+    torch.cumsum(_words(src)[..., 0], dim, dtype=torch.int32, out=sums[..., 0])
+    ahead = torch.add(src, out.narrow(dim, 0, n))  # high word: hi_k + c_k; low word: L_k
+    torch.cumsum(_words(ahead)[..., 1], dim, dtype=torch.int32, out=sums[..., 1])
+
+
+def _complete_into(src: torch.Tensor, dim: int, out: torch.Tensor) -> None:
+    """``out`` (``src.size(dim) + 1`` long along ``dim`` >= 0) = 0 followed by the inclusive scan
+    of ``src``.  ``dtype=src.dtype`` keeps int32 as int32 (``torch.cumsum`` would otherwise
+    promote integers to int64), which reproduces upstream's wrap-around on overflow: the wider
+    accumulator torch uses internally agrees with int32 arithmetic modulo 2**32.  int64:
+    :func:`_complete_int64` (an int64 ``cumsum`` runs on a 910B's AI CPU).
+    Launches: ``zero_`` of the leading element and ``cumsum.out`` into the rest (int64: 4)."""
+    if src.dtype == torch.int64:
+        _complete_int64(src, dim, out)
+        return
+    n = src.size(dim)
+    out.narrow(dim, 0, 1).zero_()
+    torch.cumsum(src, dim, dtype=src.dtype, out=out.narrow(dim, 1, n))
 
 
 def asynchronous_complete_cumsum_npu(t_in: torch.Tensor) -> torch.Tensor:
@@ -77,17 +143,17 @@ def asynchronous_complete_cumsum_npu(t_in: torch.Tensor) -> torch.Tensor:
     This is the offsets-from-lengths op of torchrec's jagged tensors.
 
     Launches ``zero_`` of the leading column and ``cumsum.out`` into the rest of a freshly
-    allocated output (the allocation is not a launch); for 2-D input the ``out=`` view is strided,
-    and a backend that scans into a contiguous scratch and copies back adds that copy.
-    Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+    allocated output (the allocation is not a launch); int64: 4 (:func:`_complete_int64`, no
+    int64 ``cumsum``).  For 2-D input the ``out=`` view is strided, and a backend that scans into
+    a contiguous scratch and copies back adds that copy.  Launches and syncs: ``BUDGETS`` in
+    ``budgets.py`` (docs/ops.md).
     """
     t = _check_input(ASYNCHRONOUS_COMPLETE_CUMSUM, t_in)
     check_ndim(ASYNCHRONOUS_COMPLETE_CUMSUM, "t_in", t, (1, 2))
     dim = t.dim() - 1
     n = t.size(dim)
     out = t.new_empty((*t.shape[:-1], n + 1))
-    out.narrow(dim, 0, 1).zero_()
-    _scan_into(t, dim, out.narrow(dim, 1, n))
+    _complete_into(t, dim, out)
     return out
 
 
@@ -99,17 +165,16 @@ def asynchronous_exclusive_cumsum_npu(t_in: torch.Tensor) -> torch.Tensor:
     computed as an inclusive scan of ``flat[:-1]`` written into ``out[1:]``, never as
     ``cumsum - t_in``: that subtraction would lose float precision and is not upstream's math.
 
-    Launches ``zero_`` of ``out[0]`` and ``cumsum.out`` into ``out[1:]``, plus a ``clone`` when
-    ``t_in`` is a non-contiguous view that cannot be flattened without a copy (the ``strided``
-    path).  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+    Launches ``zero_`` of ``out[0]`` and ``cumsum.out`` into ``out[1:]`` (int64: 4, by
+    :func:`_complete_int64`), plus a ``clone`` when ``t_in`` is a non-contiguous view that cannot
+    be flattened without a copy (the ``strided`` path).  Launches and syncs: ``BUDGETS`` in
+    ``budgets.py`` (docs/ops.md).
     """
     t = _check_input(ASYNCHRONOUS_EXCLUSIVE_CUMSUM, t_in)
     flat = t.reshape(-1)  # a view when strides allow; else a copy in logical order
     out = t.new_empty(t.shape)
-    out_flat = out.view(-1)
-    # Slicing (not narrow) so the empty and 0-D cases need no branch: both slices clamp.
-    out_flat[:1].zero_()
-    _scan_into(flat[:-1], 0, out_flat[1:])
+    if flat.numel() > 0:  # 0-D: one element, out = 0; empty: nothing to write
+        _complete_into(flat[:-1], 0, out.view(-1))
     return out
 
 
@@ -119,13 +184,18 @@ def asynchronous_inclusive_cumsum_npu(t_in: torch.Tensor) -> torch.Tensor:
 
     Dtypes: int32, int64, float16, bfloat16, float32; output dtype = input dtype.
 
-    Launches ``cumsum``, plus a ``clone`` when ``t_in`` is a non-contiguous view that cannot be
-    flattened without a copy (the ``strided`` path).  Launches and syncs: ``BUDGETS`` in
-    ``budgets.py`` (docs/ops.md).
+    Launches ``cumsum`` (int64: 4, by :func:`_scan_int64`), plus a ``clone`` when ``t_in`` is a
+    non-contiguous view that cannot be flattened without a copy (the ``strided`` path).  Launches
+    and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     t = _check_input(ASYNCHRONOUS_INCLUSIVE_CUMSUM, t_in)
     flat = t.reshape(-1)  # a view when strides allow; else a copy in logical order
-    return torch.cumsum(flat, 0, dtype=t.dtype).view(t.shape)
+    if t.dtype != torch.int64:
+        return torch.cumsum(flat, 0, dtype=t.dtype).view(t.shape)
+    out = t.new_empty(t.shape)
+    if flat.numel() > 0:
+        _scan_int64(flat, 0, out.view(-1))
+    return out
 
 
 KERNELS = {
