@@ -119,20 +119,28 @@ def block_call(
     device: str = "npu",
     keep_orig_idx: bool = False,
     return_bucket_mapping: bool = False,
+    lengths_dtype: torch.dtype | None = None,
 ) -> Callable[[], Any]:
     """A call of block op ``op`` on the argument path ``path`` (see the module docstring).
 
     A ceiling (``EVERY``) uses every option at once, plus what raises the count further where
-    the form has it: int32 indices (the variable-block search casts its starts), the bucket
-    mapping (inference), non-contiguous lengths and 2-D weights (copied to be read flat).
+    the form has it: ``my_size`` 1 with uniform ``total_num_blocks`` (a division by ``G``
+    itself), int32 indices (the variable-block bucket mapping is cast), int64 lengths (the
+    int32 counts are widened), the bucket mapping (inference), non-contiguous lengths and 2-D
+    weights (copied to be read flat).  A named path has int32 lengths and int64 indices;
+    ``lengths_dtype`` overrides the lengths' (and VBE batch sizes') dtype.
     """
     options, every = path_options(path)
     if every:
         options |= set(OPTIONS) - set(FORMS)
     p = 6 if NOT_POW2 in options else 8
+    if every and options & set(FORMS) == {"total_num_blocks"}:
+        p = 1  # u // 1 wraps: total_num_blocks divides by G itself (its per-feature K, M)
     d = kjt(n_feat, batch, p, I32 if every else I64, device=device)
     n_idx = d["indices"].numel()
     kw: dict[str, Any] = {k: d[k] for k in ("lengths", "indices", "block_sizes", "my_size")}
+    if every or lengths_dtype is not None:
+        kw["lengths"] = kw["lengths"].to(lengths_dtype or I64)
     kw["bucketize_pos"] = "bucketize_pos" in options
     kw["sequence"] = "sequence" in options
     kw["keep_orig_idx"] = keep_orig_idx
@@ -144,7 +152,9 @@ def block_call(
     if "keep_orig_idx_per_feature" in options:
         kw["keep_orig_idx_per_feature"] = torch.arange(n_feat, device=device) % 2 == 0
     if "batch_size_per_feature" in options:
-        kw["batch_size_per_feature"] = torch.full((n_feat,), batch, dtype=I32, device=device)
+        kw["batch_size_per_feature"] = torch.full(
+            (n_feat,), batch, dtype=kw["lengths"].dtype, device=device
+        )
         kw["max_B"] = batch
     if "total_num_blocks" in options:
         kw["total_num_blocks"] = torch.full(
@@ -162,16 +172,16 @@ def block_call(
 
 
 def cyclic_call(
-    path: str | None, n_feat: int, batch: int, device: str = "npu"
+    path: str | None, n_feat: int, batch: int, device: str = "npu", dtype: torch.dtype = I64
 ) -> Callable[[], Any]:
     """A call of ``bucketize_sparse_features`` on ``path`` (options: weights, bucketize_pos,
-    my_size not a power of two; the ceiling takes all three)."""
+    my_size not a power of two; the ceiling takes all three); lengths and indices ``dtype``."""
     options, every = path_options(path)
     if every:
         options |= {"weights", "bucketize_pos", NOT_POW2}
     p = 6 if NOT_POW2 in options else 4
-    d = kjt(n_feat, batch, p, device=device)
-    lengths, x = d["lengths"].to(I64), d["indices"]
+    d = kjt(n_feat, batch, p, dtype, device=device)
+    lengths, x = d["lengths"].to(dtype), d["indices"]
     w = torch.rand(x.numel(), device=device) if "weights" in options else None
     return lambda: F.bucketize_sparse_features(lengths, x, "bucketize_pos" in options, p, w)
 

@@ -26,8 +26,8 @@ every output is exact (weights are copied).
 
 Budgets: the op's ``BUDGETS`` entry (``fbgemm_npu/native/fbgemm/bucketize/budgets.py``).
 :func:`block_budget` names the path of a call by the options it uses; a call no path names
-exactly (several options, ``my_size`` 1, a copied input, int32 indices or ``keep_orig_idx``
-with variable blocks) is held to its form's ceiling (``"... + every option"``).
+exactly (several options, ``my_size`` 1, int64 lengths, a copied input, int32 indices or
+``keep_orig_idx`` with variable blocks) is held to its form's ceiling (``"... + every option"``).
 ``tests/fbgemm/bucketize/test_bucketize_budgets.py`` checks both: exact on a named path, within
 the ceiling otherwise.
 """
@@ -77,10 +77,11 @@ def _options(kw: dict[str, Any], weights_implied: bool) -> set[str]:
 
 def _named_path_applies(kw: dict[str, Any], variable: bool) -> bool:
     """Whether a named path counts this call exactly.  The paths are measured with ``my_size``
-    8 or 6 (a power of two costs what 8 does, any other above 1 what 6 does; 1 costs less), int64
-    indices (int32 adds a cast with variable blocks), no copied input and no ``keep_orig_idx``
-    (with variable blocks it spares the new index)."""
-    if kw["my_size"] == 1:
+    8 or 6 (a power of two costs what 8 does, any other above 1 what 6 does; 1 differs), int32
+    lengths (int64 ones widen the counts: one launch), int64 indices (int32 adds a cast with
+    variable blocks), no copied input and no ``keep_orig_idx`` (with variable blocks it spares
+    the new index)."""
+    if kw["my_size"] == 1 or real(kw["lengths"]).dtype == torch.int64:
         return False
     weights = kw.get("weights")
     width = kw.get("weights_dim")

@@ -27,7 +27,7 @@ from conformance.specs.fbgemm.bucketize.block import (
     needs_reference,
 )
 from conformance.specs.fbgemm.bucketize.examples import cyclic_examples
-from conformance.specs.fbgemm.bucketize.inputs import copied, cyclic_inputs
+from conformance.specs.fbgemm.bucketize.inputs import copied, cyclic_inputs, real
 from fbgemm_npu.native.fbgemm.bucketize._utils import pow2_shift
 from fbgemm_npu.testing.bucketize_inputs import CYCLIC, NOT_POW2, path_name
 from fbgemm_npu.testing.budgets import budget_of
@@ -39,8 +39,9 @@ def cyclic_budget(
     lengths: Any, indices: Any, bucketize_pos: bool, my_size: int, weights: Any = None
 ) -> BudgetUse:
     """The budget path of one call: the path its options name (a power-of-two ``my_size``
-    costs what the measured 4 does, any other above 1 what 6 does), else the ceiling (``my_size``
-    1, a copied input, options no path names)."""
+    costs what the measured 4 does, any other above 1 what 6 does; int64 lengths and indices as
+    measured), else the ceiling (``my_size`` 1, int32, a copied input, options no path
+    names)."""
     given = {
         "weights": weights is not None,
         "bucketize_pos": bucketize_pos,
@@ -48,7 +49,8 @@ def cyclic_budget(
     }
     path = path_name(name for name, on in given.items() if on)
     known = path is None or path in budget_of(CYCLIC).paths
-    if known and my_size != 1 and not copied(lengths, indices, weights):
+    wide = real(lengths).dtype == torch.int64  # int32 counts need no widening: one less
+    if known and my_size != 1 and wide and not copied(lengths, indices, weights):
         return BudgetUse(op=CYCLIC, path=path)
     return BudgetUse(op=CYCLIC, path=path_name((), every=True))
 

@@ -8,7 +8,8 @@ into one ``torch._assert_async`` by :func:`validate`; ``FBGEMM_NPU_VALIDATE=0`` 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 
 import torch
 
@@ -27,6 +28,7 @@ __all__ = [
     "check_block",
     "check_common",
     "check_sizes",
+    "counts_allocation",
     "new_lengths",
     "validate",
     "counts_sum_to",
@@ -70,20 +72,36 @@ def check_common(
         )
 
 
+def _counts_what(op: str, rows: int, p_size: int) -> str:
+    """What ``new_lengths`` of ``rows * p_size`` counts is, for the errors naming ``my_size``;
+    a ``ValueError`` when the size passes int64."""
+    what = f"new_lengths of lengths.numel() * my_size = {rows} * {p_size} elements"
+    if rows * p_size > torch.iinfo(torch.int64).max:
+        raise ValueError(f"{op}: argument 'my_size' = {p_size} is too large: {what}")
+    return what
+
+
 def new_lengths(op: str, lengths: torch.Tensor, my_size: int) -> torch.Tensor:
     """The zeroed ``new_lengths`` output (``lengths.numel() * my_size`` counts, ``lengths``'
     dtype and device); a size that overflows or cannot be allocated is an error naming
     ``my_size`` instead of the allocator's.  One launch (the fill)."""
     rows, p_size = lengths.numel(), int(my_size)
-    size = rows * p_size
-    what = f"new_lengths of lengths.numel() * my_size = {rows} * {p_size} elements"
-    if size > torch.iinfo(torch.int64).max:
-        raise ValueError(f"{op}: argument 'my_size' = {p_size} is too large: {what}")
+    what = _counts_what(op, rows, p_size)
+    with counts_allocation(op, rows, p_size, what):
+        return torch.zeros(rows * p_size, dtype=lengths.dtype, device=lengths.device)
+
+
+@contextlib.contextmanager
+def counts_allocation(op: str, rows: int, my_size: int, what: str | None = None) -> Iterator[None]:
+    """Checks ``rows * my_size`` counts against int64 (a ``ValueError`` naming ``my_size``), then
+    re-raises a failure to allocate them inside the block as a ``RuntimeError`` naming
+    ``my_size``.  No launch."""
+    what = what or _counts_what(op, rows, my_size)
     try:
-        return torch.zeros(size, dtype=lengths.dtype, device=lengths.device)
+        yield
     except RuntimeError as error:  # out of device (or host) memory
         raise RuntimeError(
-            f"{op}: argument 'my_size' = {p_size}: {what} cannot be allocated ({error})"
+            f"{op}: argument 'my_size' = {my_size}: {what} cannot be allocated ({error})"
         ) from error
 
 
@@ -121,30 +139,36 @@ def validate_block(
     batch: Opt,
     total: Opt,
     local_blocks: Opt,
-    keys: Opt,
-) -> None:
+    table: Opt,
+) -> Opt:
     """:func:`validate` of a block op call (flat ``lengths``, ``block_sizes``,
     ``batch_size_per_feature``, ``total_num_blocks`` and its ``total // my_size``, the boundary
-    keys of :func:`._utils.prepare_boundaries` with variable blocks): VBE batch sizes
-    non-negative and summing to ``lengths.numel()``; uniform blocks (``keys`` None): block sizes
+    table of :func:`._search.prepare_boundaries` with variable blocks): VBE batch sizes
+    non-negative and summing to ``lengths.numel()``; uniform blocks (``table`` None): block sizes
     ``b`` with ``0 <= b * G <= max`` of the index dtype (``G``: ``total_num_blocks`` or
     ``my_size``; past it upstream's ``b * G`` is a signed overflow) and ``total_num_blocks``
     positive multiples of ``my_size``; variable blocks: each feature's boundaries sorted (as
-    unsigned: upstream's binary search) and ``total_num_blocks`` positive where ``block_sizes``
-    is 0."""
+    unsigned: upstream's binary search; the table's rows are sign-flipped and padded with their
+    last boundary) and ``total_num_blocks`` positive where ``block_sizes`` is 0.
+
+    Returns, for uniform blocks without ``total_num_blocks`` while validating, the block sizes
+    clamped to ``[0, max // my_size]`` that the check compares: the kernel divides by them, so a
+    call whose check fails (queued, not yet read) still gets buckets in ``[0, my_size)``.
+    ``None`` otherwise."""
     if not validation_enabled():
-        return
+        return None
     extra: list[tuple[list[torch.Tensor], str]] = []
     n = lengths.numel()
+    clamped = None
     if batch is not None:
         what = "argument 'batch_size_per_feature' must be non-negative and sum to lengths.numel()"
         extra.append((counts_sum_to(batch, n), f"{what} = {n}"))
     top = torch.iinfo(blocks.dtype).max
-    if keys is None and local_blocks is None:
-        ok = torch.eq(blocks.clamp(0, top // my_size), blocks)
+    if table is None and local_blocks is None:
+        clamped = blocks.clamp(0, top // my_size)
         what = f"argument 'block_sizes' must be in [0, {top // my_size}] (b * my_size <= {top})"
-        extra.append(([ok], what))
-    elif keys is None:
+        extra.append(([torch.eq(clamped, blocks)], what))
+    elif table is None:
         assert local_blocks is not None and total is not None
         g = torch.mul(local_blocks.clamp(min=1), my_size)  # total where the next check passes
         what = f"argument 'total_num_blocks' must hold positive multiples of my_size = {my_size}"
@@ -155,12 +179,13 @@ def validate_block(
         extra.append(([ok], what))
     else:
         what = "argument 'block_bucketize_pos' must hold each feature's boundaries sorted"
-        extra.append(([torch.ge(keys[1:], keys[:-1])], what))
+        extra.append(([torch.ge(table[:, 2:], table[:, 1:-1])], what))
         if total is not None:
             ok = torch.logical_or(torch.gt(total, 0), torch.ne(blocks, 0))
             what = "argument 'total_num_blocks' must be positive where block_sizes is 0"
             extra.append(([ok], what))
     validate(op, lengths, num_indices, extra)
+    return clamped
 
 
 def check_block(

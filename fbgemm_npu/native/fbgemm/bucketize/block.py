@@ -2,9 +2,11 @@
 its ``_inference`` and ``_2d_weights`` forms (the math and dtypes are in :mod:`.bucketize`;
 launches and syncs: ``BUDGETS`` in ``budgets.py``, docs/ops.md).
 
-Row id per element (``repeat_interleave``), per-feature parameters gathered per element, the
-bucket and new index (elementwise, :mod:`._utils`), a stable sort by bucket (the output order),
-an ``index_add`` for the counts, gathers for the outputs.  No host sync.
+Row and feature of each element (segment ids, :mod:`._order`), per-feature parameters gathered
+per element, the bucket and new index (elementwise, :mod:`._utils`; the boundary search of
+variable blocks, :mod:`._search`), a stable sort of float bucket keys (the output order), an
+int32 ``index_add`` for the counts, gathers for the outputs.  No host sync, no AI-CPU route below
+``2**31`` indices (docs/hardware.md).
 """
 
 from __future__ import annotations
@@ -13,8 +15,15 @@ from collections.abc import Sequence
 
 import torch
 
+from fbgemm_npu.native._index import arange_cached
+from fbgemm_npu.native.fbgemm.bucketize import _order
+from fbgemm_npu.native.fbgemm.bucketize import _search as us
 from fbgemm_npu.native.fbgemm.bucketize import _utils as ub
-from fbgemm_npu.native.fbgemm.bucketize._checks import check_block, new_lengths, validate_block
+from fbgemm_npu.native.fbgemm.bucketize._checks import (
+    check_block,
+    counts_allocation,
+    validate_block,
+)
 
 __all__ = ["block_bucketize"]
 
@@ -61,56 +70,53 @@ def block_bucketize(
     )
     p_size, dtype = int(my_size), indices.dtype
     lengths_, x, blocks = lengths.reshape(-1), indices.reshape(-1), block_sizes.reshape(-1)
+    if n == 0 and n_idx:  # no row to hold an index: known from the shapes
+        raise ValueError(
+            f"{op}: argument 'lengths' must be non-negative and sum to indices.numel() = "
+            f"{n_idx}, got no rows"
+        )
 
     total = None if total_num_blocks is None else total_num_blocks.reshape(-1)
     batch = None if batch_size_per_feature is None else batch_size_per_feature.reshape(-1)
     local_blocks = None
     if total is not None and not pos:
         local_blocks = torch.floor_divide(total, p_size)
-    bounds = ub.prepare_boundaries(pos, dtype) if pos else None
-    keys = None if bounds is None else bounds.keys
-    validate_block(op, lengths_, n_idx, blocks, p_size, batch, total, local_blocks, keys)
-    counts = new_lengths(op, lengths_, p_size)
+    bounds = us.prepare_boundaries(pos, dtype, n_idx) if pos else None
+    table = None if bounds is None else bounds.table
+    clamped = validate_block(op, lengths_, n_idx, blocks, p_size, batch, total, local_blocks, table)
+    with counts_allocation(op, n, p_size):
+        zeros = _order.zero_counts(n * p_size, n_idx, x.device)
 
-    seg = torch.repeat_interleave(lengths_, output_size=n_idx)  # row of each element
-    if batch is None:
-        feature = torch.floor_divide(seg, max(n // max(n_feat, 1), 1))
-    else:
-        feature = torch.repeat_interleave(batch, output_size=n).index_select(0, seg)
-    # x < 0, for the unsigned divisions; a power-of-two my_size alone divides by shifting
-    neg = None if total is None and ub.pow2_shift(p_size) else torch.lt(x, 0)
+    incl, row = _order.element_rows(lengths_, n_idx)
+    feature = _order.element_features(row, n, n_feat, batch)
     keep_all = keep_orig_idx and keep_orig_idx_per_feature is None
     if bounds is not None:
-        cols = [blocks, bounds.start.to(dtype), bounds.last]
+        # x < 0 for the unsigned divisions by a per-feature divisor
+        neg = None if total is None else torch.lt(x, 0)
+        cols = [blocks, bounds.last, bounds.count]
         if total is not None:
             g = total.clamp(min=1)
             cols += [g, *ub.pow2_divmod(g)]
         cols = ub.gather_columns(cols, feature)
-        bucket, new = ub.variable_buckets(x, neg, bounds, feature, cols, p_size, keep_all)
+        bucket, new = us.variable_buckets(x, neg, bounds, feature, cols, p_size, keep_all)
     elif total is not None:
         assert local_blocks is not None
-        cols = [
-            torch.mul(blocks, total),
-            torch.mul(blocks, local_blocks),
-            total,
-            local_blocks,
-            *ub.pow2_divmod(total.clamp(min=1)),
-        ]
-        bucket, new = ub.uniform_buckets_total(x, neg, ub.gather_columns(cols, feature))
+        lb1 = local_blocks.clamp(min=1)  # a divisor even where the data check fails
+        top = torch.iinfo(dtype).max // p_size
+        cols = [torch.mul(blocks, lb1).clamp_(0, top), lb1]
+        bucket, new = ub.uniform_buckets_total(x, ub.gather_columns(cols, feature), p_size)
     else:
-        block = blocks.index_select(0, feature)
-        bucket, new = ub.uniform_buckets(x, neg, block, p_size)
+        block = (blocks if clamped is None else clamped).index_select(0, feature)
+        bucket, new = ub.uniform_buckets(x, block, p_size)
     if keep_all:
         new = x
     elif keep_orig_idx_per_feature is not None:
         keep = keep_orig_idx_per_feature.reshape(-1).index_select(0, feature)
         new = torch.where(keep, x, new)
     assert new is not None
-    order = ub.bucket_order(counts, bucket, seg, n, p_size)
+    counts = _order.bucket_counts(zeros, bucket, row, n, lengths_.dtype)
+    order = _order.stable_bucket_order(bucket, p_size)
 
-    arange = None
-    if sequence or bucketize_pos:
-        arange = torch.arange(n_idx, dtype=dtype, device=x.device)
     new_weights = None
     if weights is not None:
         if weights_dim is None:
@@ -118,12 +124,13 @@ def block_bucketize(
         else:
             new_weights = weights.reshape(n_idx, int(weights_dim)).index_select(0, order)
     new_pos = unbucketize = mapping = None
-    if bucketize_pos:
-        assert arange is not None
-        new_pos = ub.row_positions(seg, order, arange).view(indices.shape)
-    if sequence:
-        assert arange is not None
-        unbucketize = torch.empty_like(arange).scatter_(0, order, arange)
+    if sequence or bucketize_pos:
+        arange = arange_cached(n_idx, x.device, dtype)
+        if bucketize_pos:
+            new_pos = _order.row_positions(lengths_, incl, row, order, arange)
+            new_pos = new_pos.view(indices.shape)
+        if sequence:
+            unbucketize = _order.inverse_permutation(order, arange)
     if return_bucket_mapping:
         mapping = bucket if bucket.dtype == dtype else bucket.to(dtype)
     new_indices = new.index_select(0, order).view(indices.shape)

@@ -59,8 +59,15 @@ from __future__ import annotations
 import torch
 
 from fbgemm_npu.native._checks import check_same_dtype
+from fbgemm_npu.native._index import arange_cached
+from fbgemm_npu.native.fbgemm.bucketize import _order
 from fbgemm_npu.native.fbgemm.bucketize import _utils as ub
-from fbgemm_npu.native.fbgemm.bucketize._checks import check_common, new_lengths, validate
+from fbgemm_npu.native.fbgemm.bucketize._checks import (
+    check_common,
+    counts_allocation,
+    new_lengths,
+    validate,
+)
 from fbgemm_npu.native.fbgemm.bucketize.block import block_bucketize
 
 __all__ = [
@@ -250,20 +257,28 @@ def bucketize_sparse_features_npu(
     the row starts; the data check comes on top.  Launches and syncs: ``BUDGETS`` in ``budgets.py``
     (docs/ops.md)."""
     _check_cyclic(lengths, indices, my_size, weights)
+    op = BUCKETIZE_SPARSE_FEATURES
     lengths_, x, p_size = lengths.reshape(-1), indices.reshape(-1), int(my_size)
     n, n_idx = lengths_.numel(), x.numel()
-    validate(BUCKETIZE_SPARSE_FEATURES, lengths_, n_idx, [])
-    counts = new_lengths(BUCKETIZE_SPARSE_FEATURES, lengths_, p_size)
-    seg = torch.repeat_interleave(lengths_, output_size=n_idx)
+    if n == 0 and n_idx:  # no row to hold an index: known from the shapes
+        raise ValueError(
+            f"{op}: argument 'lengths' must be non-negative and sum to indices.numel() = "
+            f"{n_idx}, got no rows"
+        )
+    validate(op, lengths_, n_idx, [])
+    with counts_allocation(op, n, p_size):
+        zeros = _order.zero_counts(n * p_size, n_idx, x.device)
+    incl, row = _order.element_rows(lengths_, n_idx)
     new, bucket = ub.udivmod(x, None, p_size)
     assert bucket is not None
-    order = ub.bucket_order(counts, bucket, seg, n, p_size)
+    counts = _order.bucket_counts(zeros, bucket, row, n, lengths_.dtype)
+    order = _order.stable_bucket_order(bucket, p_size)
     new_weights = new_pos = None
     if weights is not None:
         new_weights = weights.reshape(-1).index_select(0, order).view(weights.shape)
     if bucketize_pos:
-        arange = torch.arange(n_idx, dtype=x.dtype, device=x.device)
-        new_pos = ub.row_positions(seg, order, arange).view(indices.shape)
+        arange = arange_cached(n_idx, x.device, x.dtype)
+        new_pos = _order.row_positions(lengths_, incl, row, order, arange).view(indices.shape)
     return counts, new.index_select(0, order).view(indices.shape), new_weights, new_pos
 
 
