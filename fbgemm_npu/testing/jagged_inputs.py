@@ -46,14 +46,17 @@ def jagged(
     return values, offsets
 
 
-def nested(b: int, seed: int = 0, dims: int = 2) -> tuple[torch.Tensor, list[torch.Tensor]]:
+def nested(
+    b: int, seed: int = 0, dims: int = 2, index: torch.dtype = torch.int64
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """A tensor of ``dims`` jagged dims, values ``[N, 3]``: b rows of 0..3 sub-rows at each level
-    but the last, of 0..4 values at the last (:func:`nested_lengths` holds every row)."""
+    but the last, of 0..4 values at the last (:func:`nested_lengths` holds every row); offsets
+    of dtype ``index``."""
     gen = torch.Generator().manual_seed(seed)
     rows, offsets = b, []
     for level in range(dims):
         top = 5 if level == dims - 1 else 4
-        offsets.append(_offsets(torch.randint(0, top, (rows,), generator=gen)))
+        offsets.append(_offsets(torch.randint(0, top, (rows,), generator=gen), index))
         rows = int(offsets[-1][-1])
     return torch.randn(rows, 3, generator=gen), offsets
 

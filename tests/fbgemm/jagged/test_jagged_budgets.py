@@ -2,15 +2,19 @@
 
 Every op the family registers and every path of its budget is measured here, at two sizes (the
 count must not depend on them), with the data checks off (the kernel alone: ``launches`` /
-``paths``) and on (the default: plus ``checks``, or the path's ``path_checks``).  Every count
-must equal its budget, both ways.  :func:`test_each_further_jagged_dim_costs_one_index_level`
-reads from the table how the counts grow with the jagged dims.
+``paths``) and on (the default: plus ``checks``, or the path's ``path_checks``), each call after
+a warm-up call (the first one fills the cached ``arange`` and scalars, ``native/_index.py``).
+Every count must equal its budget, both ways, and no launch may take a 910B's AI CPU
+(``Budget.ai_cpu``): the offsets (stacked: lengths) are int64 and, with the checks on, int32
+too; the to-dense ops and the stacked ops also run on int64 values (their padding fill is the
+dtype-dependent step).  :func:`test_each_further_jagged_dim_costs_one_index_level` reads from
+the table how the counts grow with the jagged dims.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -43,21 +47,32 @@ Size = tuple[int, int, int]
 Call = Callable[[], Any]
 
 
+I64, I32 = torch.int64, torch.int32
+
+
 @dataclass(frozen=True)
 class Case:
-    """One measured path: ``make(size)`` builds the inputs on npu and returns the call."""
+    """One measured path: ``make(size, index, values)`` builds the inputs on npu (offsets or
+    lengths of dtype ``index``, values of dtype ``values`` where the op takes any) and returns
+    the call."""
 
     op: str  # the name in torch.ops.fbgemm
     path: str | None
-    make: Callable[[Size], Call]
+    make: Callable[[Size, torch.dtype, torch.dtype], Call]
     sized: bool = True
+    index: torch.dtype = I64
+    values: torch.dtype = torch.float32
 
     @property
     def qualname(self) -> str:
         return f"fbgemm::{self.op}"
 
+    def call(self, size: Size) -> Call:
+        return self.make(size, self.index, self.values)
+
     def __str__(self) -> str:
-        return f"{self.op}[{self.path or 'main'}]"
+        dtypes = [str(t).removeprefix("torch.") for t in (self.index, self.values)]
+        return f"{self.op}[{self.path or 'main'}]-{'-'.join(dtypes)}"
 
 
 def _strided(t: torch.Tensor) -> torch.Tensor:
@@ -65,14 +80,16 @@ def _strided(t: torch.Tensor) -> torch.Tensor:
     return t.transpose(0, 1).contiguous().transpose(0, 1)
 
 
-def _batch(size: Size, k: int) -> tuple[torch.Tensor, list[torch.Tensor], list[int]]:
+def _batch(
+    size: Size, k: int, index: torch.dtype = I64, values: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, list[torch.Tensor], list[int]]:
     """Values, offsets and dense lengths of ``k`` jagged dims on npu."""
     b, max_len, d = size
     if k == 1:
-        values, offsets = jagged(b, max_len, d)
-        return to_npu(values), [to_npu(offsets)], [max_len]
-    values, offsets = nested(b, dims=k)
-    return to_npu(values), to_npu(offsets), nested_lengths(k)
+        v, offsets = jagged(b, max_len, d, index=index)
+        return to_npu(v.to(values)), [to_npu(offsets)], [max_len]
+    v, offsets = nested(b, dims=k, index=index)
+    return to_npu(v.to(values)), to_npu(offsets), nested_lengths(k)
 
 
 def _dense(values: torch.Tensor, lengths: list[int], b: int, strided: bool = False) -> Any:
@@ -80,8 +97,8 @@ def _dense(values: torch.Tensor, lengths: list[int], b: int, strided: bool = Fal
     return _strided(dense) if strided else dense
 
 
-def _to_dense(op: str, k: int, size: Size) -> Call:
-    v, offsets, lengths = _batch(size, k)
+def _to_dense(op: str, k: int, size: Size, index: torch.dtype, values: torch.dtype) -> Call:
+    v, offsets, lengths = _batch(size, k, index, values)
     fn = getattr(F, op)
     if op == "jagged_1d_to_dense":
         v1 = v[:, 0].contiguous()
@@ -91,15 +108,19 @@ def _to_dense(op: str, k: int, size: Size) -> Call:
     return lambda: fn(v, offsets, lengths, -1.0)
 
 
-def _to_jagged(op: str, k: int, strided: bool, sized: bool, size: Size) -> Call:
-    v, offsets, lengths = _batch(size, k)
+def _to_jagged(
+    op: str, k: int, strided: bool, sized: bool, size: Size, index: torch.dtype, _: torch.dtype
+) -> Call:
+    v, offsets, lengths = _batch(size, k, index)
     dense, fn = _dense(v, lengths, size[0], strided), getattr(F, op)
     total = v.size(0) if sized else None
     return lambda: fn(dense, offsets, total)
 
 
-def _elementwise(op: str, k: int, strided: bool, two_dtypes: bool, size: Size) -> Call:
-    v, offsets, lengths = _batch(size, k)
+def _elementwise(
+    op: str, k: int, strided: bool, two_dtypes: bool, size: Size, index: torch.dtype, _: torch.dtype
+) -> Call:
+    v, offsets, lengths = _batch(size, k, index)
     y, fn = _dense(v, lengths, size[0], strided), getattr(F, op)
     if "dense_dense" in op:
         y_1 = _dense(v, lengths, size[0], strided).half() if two_dtypes else y
@@ -110,9 +131,9 @@ def _elementwise(op: str, k: int, strided: bool, two_dtypes: bool, size: Size) -
     return lambda: fn(v, offsets, y)
 
 
-def _matmul(op: str, size: Size) -> Call:
+def _matmul(op: str, size: Size, index: torch.dtype, _: torch.dtype) -> Call:
     b, max_len, d = size
-    v, offsets, _ = _batch(size, 1)
+    v, offsets, _ = _batch(size, 1, index)
     vec = torch.randn(b * 2, max_len, device=NPU)  # H = 2 heads
     a = torch.randn(v.size(0), 2 * d, device=NPU)
     fn = getattr(F, op)
@@ -122,11 +143,11 @@ def _matmul(op: str, size: Size) -> Call:
     return lambda: fn(vec, a, offsets[0])
 
 
-def _stacked(op: str, size: Size) -> Call:
+def _stacked(op: str, size: Size, index: torch.dtype, dtype: torch.dtype) -> Call:
     b, max_len, d = size
-    lengths = torch.randint(0, max_len + 2, (5, b), device=NPU)
+    lengths = torch.randint(0, max_len + 2, (5, b), device=NPU, dtype=index)
     offset_per_key = [0, *torch.cumsum(lengths.sum(1), 0).tolist()]
-    values = torch.randn(offset_per_key[-1], d, device=NPU)
+    values = torch.randn(offset_per_key[-1], d, device=NPU).to(dtype)
     if op == "stacked_jagged_1d_to_dense":
         values = values[:, 0].contiguous()
     fn = getattr(F, op)
@@ -170,20 +191,36 @@ def _cases() -> list[Case]:
         cases.append(Case(op, None, partial(_matmul, op)))
     for op in ("stacked_jagged_1d_to_dense", "stacked_jagged_2d_to_dense"):
         cases.append(Case(op, None, partial(_stacked, op)))
+        cases.append(Case(op, "int32_lengths", partial(_stacked, op), index=I32))
     return cases
 
 
 CASES = _cases()
+# The int32 twins of every int64 case (stacked: its int32_lengths path) and the int64-values
+# twins of the ops that fill padding, measured with the checks on (the kernel included).
+_INT64_VALUES = {
+    "jagged_to_padded_dense",
+    "jagged_to_padded_dense_forward",
+    "jagged_1d_to_dense",
+    "jagged_2d_to_dense",
+    "stacked_jagged_1d_to_dense",
+    "stacked_jagged_2d_to_dense",
+}
+TWINS = [
+    *(replace(c, index=I32) for c in CASES if c.index == I64 and not c.op.startswith("stacked")),
+    *(replace(c, values=I64) for c in CASES if c.op in _INT64_VALUES),
+]
 
 
-def _measure(case: Case) -> list[int]:
+def _measure(case: Case, sizes: tuple[Size, ...] = SIZES) -> list[int]:
     counts = []
-    for size in SIZES:
-        c = assert_op_budget(
-            case.make(size), case.qualname, path=case.path, sized=case.sized, exact=True
-        )
+    for size in sizes:
+        call = case.call(size)
+        call()  # warm-up: the first call fills the caches
+        c = assert_op_budget(call, case.qualname, path=case.path, sized=case.sized, exact=True)
+        assert c.ai_cpu == 0 and c.stalls == 0, c.summary()
         counts.append(c.launches)
-    assert counts[0] == counts[1], f"{case}: the count depends on the size: {counts}"
+    assert len(set(counts)) == 1, f"{case}: the count depends on the size: {counts}"
     return counts
 
 
@@ -195,6 +232,13 @@ def test_budget_with_the_checks_off(case: Case, no_validation: None) -> None:
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_budget_with_the_checks_on(case: Case) -> None:
     _measure(case)
+
+
+@pytest.mark.parametrize("case", TWINS, ids=str)
+def test_budget_of_other_dtypes(case: Case) -> None:
+    """The same counts, none on the AI CPU, for int32 offsets and int64 values (one size: the
+    int64 cases show the count does not depend on it)."""
+    _measure(case, SIZES[:1])
 
 
 def test_every_op_and_path_of_the_family_is_measured() -> None:
@@ -214,7 +258,9 @@ def test_composite_ops_cost_their_forward_op(composite: str, k: int) -> None:
     args = (k,) if make is _to_dense else (k, False, True)
     qualname = f"fbgemm::{composite}_forward"
     for size in SIZES:
-        c = assert_op_budget(make(composite, *args, size), qualname, path=dims_path(k), exact=True)
+        call = make(composite, *args, size, I64, torch.float32)
+        call()  # warm-up
+        c = assert_op_budget(call, qualname, path=dims_path(k), exact=True)
         assert not c.missing_kernels, c.missing_kernels
         assert [r.op for r in c.calls] == [f"fbgemm.{composite}_forward.default"], c.summary()
 
@@ -269,8 +315,8 @@ def _returns_offsets(qualname: str) -> bool:
 def test_dense_to_jagged_without_total_l_reads_the_length_back(no_validation: None) -> None:
     """The one sync is the read of ``offsets[-1].max()``, the output length, as upstream's."""
     case = next(c for c in CASES if c.op == "dense_to_jagged_forward" and c.path == "no_total_L")
-    c = assert_op_budget(
-        case.make(SIZES[0]), case.qualname, path=case.path, sized=False, exact=True
-    )
+    call = case.call(SIZES[0])
+    call()  # warm-up
+    c = assert_op_budget(call, case.qualname, path=case.path, sized=False, exact=True)
     assert "aten.amax.default" in c.launch_ops or "aten.max.default" in c.launch_ops, c.launch_ops
     assert len(c.sync_ops) == c.syncs and all("_local_scalar_dense" in s for s in c.sync_ops)

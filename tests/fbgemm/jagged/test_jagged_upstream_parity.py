@@ -167,13 +167,36 @@ def test_stacked_meta_shapes() -> None:
 
 
 def test_int32_offsets_into_more_rows_than_int32_holds_build_an_int64_index() -> None:
-    """Padding positions point at the spare row, the row count: past 2**31 - 1 rows it does not
-    fit int32 offsets, and the index is built in int64 (found by the fuzz suite: a
+    """Padding positions of a scatter point at the spare row, the row count: past 2**31 - 1 rows
+    it does not fit int32 offsets, and the index is int64 (found by the fuzz suite: a
     dense_to_jagged of int32 offsets with total_L = 2**40 failed in masked_fill_ with "value
     cannot be converted to type int without overflow" instead of naming total_L)."""
     offsets = [torch.tensor([0, 2, 3], dtype=torch.int32, device=NPU)]
-    index = checked_dense_index("fbgemm::op", offsets, [3], 2**31, "what")
+    index = checked_dense_index("fbgemm::op", offsets, [3], 2**31, "what", write=True)
     assert index is not None
     rows, pad = index
     assert rows.dtype == torch.int64
     assert rows[pad].eq(2**31).all() and rows[~pad].tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("lengths", [[3], [2, 3]], ids=["one_dim", "two_dims"])
+def test_rows_starting_near_2_to_31_keep_their_padding(
+    dtype: torch.dtype, lengths: list[int]
+) -> None:
+    """A row starting at 2**31 - 1 (empty, or read past its end) is padding: ``start + j`` past
+    2**31 must not wrap.  The int32 index did (its padding positions became rows < 0 and the
+    data check refused the valid offsets); the index is int64 whatever the offsets' dtype."""
+    big = 2**31 - 1
+    if len(lengths) == 1:
+        values, offsets = torch.arange(10.0).view(10, 1), [torch.tensor([0, big, big], dtype=dtype)]
+    else:  # the second level's last row starts at 2**31 - 1 and is empty
+        values = torch.arange(10.0).view(10, 1)
+        offsets = [torch.tensor([0, 2], dtype=dtype), torch.tensor([0, big, big], dtype=dtype)]
+    expected = F.jagged_to_padded_dense(values, offsets, lengths, -1.0)
+    got = F.jagged_to_padded_dense(values.to(NPU), to_npu(offsets), lengths, -1.0)
+    torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0)
+    dense = torch.randn(expected.shape)
+    expected = F.dense_to_jagged(dense, offsets, 10)[0]
+    got = F.dense_to_jagged(dense.to(NPU), to_npu(offsets), 10)[0]
+    torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0)

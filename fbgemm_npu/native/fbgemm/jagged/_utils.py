@@ -13,12 +13,18 @@ for every dense position ``(b, j_1, ..., j_k)``::
     value row = r
 
 :func:`dense_index` computes that walk for all positions at once, level by level: per level an
-``arange``, an ``add`` and a compare build ``[..., L_d]`` indices and the padding mask, and for
-levels after the first one ``index_select`` of ``(begin, end)`` pairs (an ``unfold`` view of the
-offsets).  Nothing loops over batch or rows; the launch count grows with ``k`` only.
+``add`` of a cached int64 ``arange`` and a compare build ``[..., L_d]`` indices and the padding
+mask, and for levels after the first one ``index_select`` of ``(begin, end)`` pairs (an
+``unfold`` view of the offsets).  Nothing loops over batch or rows; the launch count grows with
+``k`` only.  Every index op runs on a 910B's AI Core for int32 and int64 offsets alike
+(docs/hardware.md): int64 ``add`` / ``ge`` / ``clamp`` / ``where`` / ``remainder``, no
+``masked_fill_`` or ``constant_pad_nd`` of int64.  Gathers read clamped rows
+(:func:`read_rows`) and set the padding afterwards (:func:`fill_padding`); scatters write into
+a spare row (:func:`write_rows`): no read or write leaves its tensor, whatever the data, so a
+call whose (deferred) data check fails is memory-safe until the check is read.
 
 Input checks follow the policy of :mod:`fbgemm_npu.native._checks`: metadata checks always, data
-checks through one ``torch._assert_async`` per call.  Upstream reads and writes whatever the
+checks as one device-side check per call.  Upstream reads and writes whatever the
 offsets point to without bounds checks, so the data check here is exactly "every position
 upstream would touch lies inside the tensor it touches" plus upstream's own check that
 ``offsets[d].numel() - 1`` equals the last entry of ``offsets[d - 1]``.  Inputs upstream
@@ -44,6 +50,7 @@ from fbgemm_npu.native._checks import (
     dtype_name,
     validation_enabled,
 )
+from fbgemm_npu.native._index import arange_cached, filled_i32, tracing
 
 __all__ = [
     "JAGGED_DTYPES",
@@ -52,17 +59,19 @@ __all__ = [
     "WRITE_CHECK",
     "Run",
     "assert_no_bad",
+    "beyond_rows",
     "check_max_lengths",
     "check_offsets",
     "check_values",
     "checked_dense_index",
     "dense_index",
+    "fill_padding",
     "int32_bad",
     "numel_of",
     "padding_scalar",
+    "read_rows",
     "record_or_run",
-    "widened",
-    "write_bad",
+    "write_rows",
 ]
 
 # Upstream's jagged kernels (CPU and CUDA, FBGEMM_DISPATCH_ALL_TYPES) take exactly these.
@@ -188,24 +197,31 @@ def check_max_lengths(op: str, arg: str, max_lengths: Sequence[int], k: int) -> 
 def dense_index(
     offsets: Sequence[torch.Tensor],
     max_lengths: Sequence[int],
-    fill: int,
     bad: list[torch.Tensor] | None,
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """Value row and padding mask of every dense position ``[B, L_1, ..., L_k]``.
 
-    Returns ``(rows, pad)``: ``rows`` (offsets dtype) is the value row a position reads or
-    writes, ``fill`` where ``pad`` (bool) is set.  ``None`` when a level after the first has no
-    rows at all: every position is then padding (and any non-padding position upstream would
-    visit is reported in ``bad``).
+    Returns ``(idx, pad)``: ``idx`` (int64) is the value row a non-padding position reads or
+    writes; at padding positions (``pad``, bool) it holds anything, so callers make it safe
+    (:func:`read_rows`, :func:`write_rows`).  ``None`` when a level after the first has no rows
+    at all: every position is then padding (and any non-padding position upstream would visit is
+    reported in ``bad``).
+
+    The index is int64 for int32 offsets too, at no launch: the cached int64 ``arange`` added to
+    the row starts promotes them.  An int32 ``start + j`` would wrap for a padding position of a
+    row that starts near 2**31 and turn it into a non-padding one; int64 holds every sum, and a
+    910B runs int64 ``add`` / ``ge`` / ``clamp`` / ``where`` on its AI Core (its int64
+    ``masked_fill_`` on the AI CPU, docs/hardware.md: none is used).
 
     ``bad`` (when not ``None``) receives tensors whose nonzero entries flag inputs upstream would
     mishandle: an offset outside ``[0, 2**31)`` (:func:`int32_bad`), an intermediate row index
     outside ``[0, rows of the next level)`` and ``offsets[d][-1] != offsets[d + 1].numel() - 1``.
-    The caller adds the check on the final ``rows``.  Launches: ``arange``, ``add`` and a compare
-    per level; a further level adds a ``masked_fill_``, a ``clamp_``, the ``index_select`` of the
-    pairs and a ``logical_or_`` (and, with the checks, a subtract and a floor-divide); one final
-    ``masked_fill_``; with the checks, :func:`int32_bad` per level.  Intermediate indices are
-    clamped before they are used, so no read leaves its tensor even with the data checks off.
+    The caller adds the check on the final rows.  Launches: ``add`` and ``ge`` per level (the
+    ``arange`` is cached); a further level adds a ``clamp_``, the ``index_select`` of the
+    ``(begin, end)`` pairs and a ``logical_or_`` (and, with the checks, :func:`int32_bad`, a
+    subtract, a ``where`` and a ``ge``); the first level's check is :func:`int32_bad`.
+    Intermediate indices are clamped before they are used, so no read leaves its tensor, whatever
+    the data and whether or not the checks run.
     """
     o0 = offsets[0]
     start, end = o0[:-1], o0[1:]
@@ -217,26 +233,61 @@ def dense_index(
         if d > 0:
             assert idx is not None and pad is not None
             n = o.numel() - 1
-            cur = idx.masked_fill_(pad, 0)
             if bad is not None:
                 bad.append(offsets[d - 1][-1:] - n)  # upstream: numel(offsets[d]) == last + 1
-                bad.append(cur // n if n > 0 else ~pad)
+                bad.append(beyond_rows(idx, pad, n))
             if n == 0:  # no rows below: the deeper levels are still checked, as upstream does
                 if bad is not None:
                     for e in range(d + 1, len(offsets)):
                         bad.append(int32_bad(offsets[e]))
                         bad.append(offsets[e - 1][-1:] - (offsets[e].numel() - 1))
                 return None
-            cur.clamp_(0, n - 1)
+            cur = idx.clamp_(0, n - 1)  # padding positions gather any pair: they stay padding
             pairs = o.unfold(0, 2, 1).index_select(0, cur.reshape(-1))
             pairs = pairs.view(*cur.shape, 2)
             start, end = pairs[..., 0], pairs[..., 1]
-        ar = torch.arange(length, dtype=o0.dtype, device=o0.device)
-        idx = start.unsqueeze(-1) + ar
+        idx = start.unsqueeze(-1) + arange_cached(length, o0.device)
         beyond = idx >= end.unsqueeze(-1)
         pad = beyond if pad is None else beyond.logical_or_(pad.unsqueeze(-1))
     assert idx is not None and pad is not None
-    return idx.masked_fill_(pad, fill), pad
+    return idx, pad
+
+
+def beyond_rows(idx: torch.Tensor, pad: torch.Tensor, n: int) -> torch.Tensor:
+    """Nonzero where a non-padding position's row is ``>= n`` (all of them when ``n == 0``): a
+    ``where`` (cached zero) and a ``ge``; ``~pad`` for ``n == 0``.
+
+    A row below 0 needs an offset below 0, which :func:`int32_bad` reports."""
+    if n == 0:
+        return ~pad
+    return torch.where(pad, filled_i32(1, 0, idx.device), idx) >= n
+
+
+def read_rows(
+    idx: torch.Tensor, pad: torch.Tensor, n: int, bad: list[torch.Tensor] | None
+) -> torch.Tensor:
+    """The rows a gather from ``n > 0`` rows reads: ``idx`` clamped into ``[0, n)`` in place (one
+    ``clamp_``), so that no read leaves the tensor whatever the data; the caller sets the padding
+    positions of what it gathered.  ``bad`` gets :func:`beyond_rows` (taken before the clamp)."""
+    if bad is not None:
+        bad.append(beyond_rows(idx, pad, n))
+    return idx.clamp_(0, n - 1)
+
+
+def write_rows(
+    idx: torch.Tensor, pad: torch.Tensor, total: int, bad: list[torch.Tensor] | None
+) -> torch.Tensor:
+    """The rows a scatter into ``total + 1`` rows writes, padding positions at the spare row
+    ``total``: ``where(pad, -1, idx)`` (a cached -1) and its ``remainder`` by ``total + 1``, which
+    sends -1 to ``total`` and keeps every row in the buffer whatever the data.
+
+    ``bad`` gets one ``ge``: ``where(pad, -1, idx) >= total`` is false exactly at padding
+    positions and rows in ``[0, total)`` (a row below 0 needs an offset below 0, which
+    :func:`int32_bad` reports)."""
+    marked = torch.where(pad, filled_i32(1, -1, idx.device), idx)
+    if bad is not None:
+        bad.append(marked >= total)
+    return marked.remainder_(total + 1)
 
 
 def int32_bad(o: torch.Tensor) -> torch.Tensor:
@@ -250,50 +301,65 @@ def int32_bad(o: torch.Tensor) -> torch.Tensor:
     return o < 0 if o.dtype == torch.int32 else o // 2**31
 
 
-def widened(offsets: Sequence[torch.Tensor], rows: int) -> list[torch.Tensor]:
-    """``offsets`` as int64 where ``rows`` (a row index the kernel stores, the spare row) does
-    not fit their dtype: int32 offsets into more than 2**31 - 1 rows (a cast per dim, only
-    then)."""
-    if rows <= torch.iinfo(offsets[0].dtype).max:
-        return list(offsets)
-    return [o.long() for o in offsets]
-
-
-def write_bad(rows: torch.Tensor, pad: torch.Tensor, total: int) -> torch.Tensor:
-    """Nonzero where a non-padding position would read or write outside ``[0, total)``: a
-    floor-divide and a ``masked_fill_``.
-
-    ``rows`` holds ``total`` (the spare row) at padding positions, so those are masked out.
-    """
-    if total == 0:
-        return ~pad
-    return (rows // total).masked_fill_(pad, 0)
-
-
 def checked_dense_index(
     op: str,
     offsets: Sequence[torch.Tensor],
     max_lengths: Sequence[int],
     total: int,
     what: str,
+    write: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """:func:`dense_index` of a tensor of ``total`` value rows, with the data check that every
+    """``(rows, pad)`` of a tensor of ``total`` value rows, with the data check that every
     position upstream would touch lies inside it (``what`` names the failure, e.g. ``"argument
-    'offsets': " + READ_CHECK``); ``None`` when every position is padding.  Launches: those of
-    :func:`dense_index` plus :func:`write_bad` and :func:`assert_no_bad` (none of the checks'
-    with ``FBGEMM_NPU_VALIDATE=0``)."""
+    'offsets': " + READ_CHECK``); ``None`` when every position is padding.
+
+    ``write=False``: ``rows`` of a gather (:func:`read_rows`, ``total > 0``), padding positions
+    at some row; ``write=True``: of a scatter into ``total + 1`` rows (:func:`write_rows`),
+    padding positions at the spare row ``total``.  Launches: those of :func:`dense_index`, the
+    rows' own and :func:`assert_no_bad` (none of the checks' with ``FBGEMM_NPU_VALIDATE=0``)."""
     bad: list[torch.Tensor] | None = [] if validation_enabled() else None
-    index = dense_index(widened(offsets, total), max_lengths, total, bad)
-    if index is not None and bad is not None:
-        bad.append(write_bad(*index, total))
+    index = dense_index(offsets, max_lengths, bad)
+    if index is not None:
+        idx, pad = index
+        rows = write_rows(idx, pad, total, bad) if write else read_rows(idx, pad, total, bad)
+        index = rows, pad
     assert_no_bad(op, bad, what)
     return index
+
+
+def fill_padding(out: torch.Tensor, pad: torch.Tensor, value: int | float) -> torch.Tensor:
+    """``out`` (``[P]`` or ``[P, D]``, gathered) with ``value`` at the ``P`` positions ``pad``
+    (``[P]``) sets: one ``masked_fill_`` in place, or for int64 (whose ``masked_fill_`` a 910B
+    runs on its AI CPU) one ``where`` with a cached device scalar."""
+    mask = pad.view(-1, *([1] * (out.dim() - 1)))
+    if out.dtype != torch.int64:
+        return out.masked_fill_(mask, value)
+    return torch.where(mask, _scalar(int(value), out.device), out)
+
+
+# Device scalars of int64 padding values (a user's padding values are few): a fresh one costs a
+# fill launch, a cached one none.  Keyed on host values, so never stale; bounded.
+_SCALARS: dict[tuple[torch.device, int], torch.Tensor] = {}
+
+
+def _scalar(value: int, device: torch.device) -> torch.Tensor:
+    """``value`` as a 0-d int64 tensor on ``device``, cached (fresh when traced)."""
+    if tracing():
+        return torch.full((), value, dtype=torch.int64, device=device)
+    key = (device, value)
+    got = _SCALARS.get(key)
+    if got is None:
+        if len(_SCALARS) >= 64:
+            _SCALARS.clear()
+        got = _SCALARS[key] = torch.full((), value, dtype=torch.int64, device=device)
+    return got
 
 
 def assert_no_bad(op: str, bad: list[torch.Tensor] | None, what: str) -> None:
     """One device-side check that every tensor in ``bad`` is all zeros.
 
-    Launches: ``cat`` (only for several tensors), ``any``, ``logical_not``, ``_assert_async``.
+    Launches: ``cat`` (only for several tensors), ``any``, ``logical_not``, and what
+    :func:`~fbgemm_npu.native._checks.check_on_device` adds.
     """
     if not bad or not validation_enabled():
         return

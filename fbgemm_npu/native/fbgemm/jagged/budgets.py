@@ -29,7 +29,11 @@ _DIMS_CHECKS = {"two_dims": 10, "three_dims": 13}
 # a further dim adds a clamp and a gather of the (begin, end) pairs, arange, add, compare, or and
 # fill), the padded copy of the values and one gather.
 _TO_DENSE = Budget(
-    launches=6, checks=7, paths={"two_dims": 13, "three_dims": 20}, path_checks=_DIMS_CHECKS
+    launches=5,
+    checks=7,
+    ai_cpu=0,
+    paths={"two_dims": 10, "three_dims": 15},
+    path_checks=_DIMS_CHECKS,
 )
 
 # Dense -> jagged: the same index, then a zeroed output and one scatter.  Without total_L the
@@ -40,14 +44,15 @@ _TO_JAGGED = Budget(
     checks=7,
     syncs=0,
     syncs_unsized=1,
+    ai_cpu=0,
     paths={
         "no_total_L": 7,
         "strided_dense": 7,
         "strided_dense_no_total_L": 8,
-        "two_dims": 13,
-        "three_dims": 20,
-        "two_dims_no_total_L": 14,
-        "three_dims_no_total_L": 21,
+        "two_dims": 11,
+        "three_dims": 16,
+        "two_dims_no_total_L": 12,
+        "three_dims_no_total_L": 17,
     },
     path_checks={**_DIMS_CHECKS, "two_dims_no_total_L": 10, "three_dims_no_total_L": 13},
 )
@@ -56,14 +61,16 @@ _TO_JAGGED = Budget(
 _JAGGED_OUTPUT = Budget(
     launches=7,
     checks=7,
-    paths={"strided_y": 8, "two_dims": 14, "three_dims": 21},
+    ai_cpu=0,
+    paths={"strided_y": 8, "two_dims": 12, "three_dims": 17},
     path_checks=_DIMS_CHECKS,
 )
 # The same, plus the copy of each offsets tensor returned (one per jagged dim).
 _JAGGED_OUTPUT_OFFSETS = Budget(
     launches=8,
     checks=7,
-    paths={"strided_y": 9, "two_dims": 16, "three_dims": 24},
+    ai_cpu=0,
+    paths={"strided_y": 9, "two_dims": 14, "three_dims": 20},
     path_checks=_DIMS_CHECKS,
 )
 
@@ -74,13 +81,14 @@ _JAGGED_OUTPUT_OFFSETS = Budget(
 _DENSE_DENSE = Budget(
     launches=9,
     checks=7,
+    ai_cpu=0,
     paths={
-        "two_dims": 16,
-        "three_dims": 23,
+        "two_dims": 14,
+        "three_dims": 19,
         "two_dtypes": 14,
         "two_dtypes_strided_y": 16,
-        "two_dims_two_dtypes": 28,
-        "three_dims_two_dtypes": 42,
+        "two_dims_two_dtypes": 24,
+        "three_dims_two_dtypes": 34,
     },
     path_checks={
         **_DIMS_CHECKS,
@@ -94,29 +102,34 @@ _DENSE_DENSE = Budget(
 _DENSE_DENSE_OFFSETS = Budget(
     launches=10,
     checks=7,
+    ai_cpu=0,
     paths={
-        "two_dims": 18,
-        "three_dims": 26,
+        "two_dims": 16,
+        "three_dims": 22,
         "two_dtypes": 15,
         "two_dtypes_strided_y": 17,
-        "two_dims_two_dtypes": 30,
-        "three_dims_two_dtypes": 45,
+        "two_dims_two_dtypes": 26,
+        "three_dims_two_dtypes": 37,
     },
     path_checks=_DENSE_DENSE.path_checks,
 )
 
-# A host-to-device copy of the per-key slice starts and limits and of the grid columns' keys and
-# positions, their cat, cumsum and minimum, two gathers spreading starts and limits over the
-# columns, the grid index (add, compare, fill), the padded gather of to_dense and one split into
-# the keys' own tensors, for any number of keys (T > 1).
+# One pinned non-blocking upload of the grid columns' keys, padding bounds and positions (host
+# lists), the int32 scan of the lengths (a cat with cached zeros, cumsum), one gather of each
+# column's row ends, the grid index (sub, le, add, clamp), the gather of the values and its
+# padding fill, one split into the keys' own tensors, for any number of keys (T > 1); int32
+# lengths cost the same, their check one launch less (no int64 length can pass the int32 scan).
 _STACKED = Budget(
-    launches=12,
+    launches=11,
     checks=7,
+    ai_cpu=0,
+    paths={"int32_lengths": 11},
     target=8,
     note=(
-        "the per-key constants (host lists) cost a host-to-device copy, a cat, a minimum and two "
-        "gathers, and the keys' outputs (each its own tensor) a split copy; a fused kernel "
-        "reading the constants as kernel arguments and writing each key's output closes it"
+        "the per-key constants (host lists) cost an upload and a gather, the row ends a cat "
+        "and a cumsum (int32: AI Core), the padding a sub, a compare and a fill, and the keys' "
+        "outputs (each its own tensor) a split copy; a fused kernel reading the constants as "
+        "kernel arguments and writing each key's output closes it"
     ),
 )
 
@@ -124,20 +137,25 @@ BUDGETS: dict[str, Budget] = {
     # upstream's composite: its forward op, run by our autograd kernel (no launch of its own)
     "fbgemm::jagged_to_padded_dense": _TO_DENSE,
     "fbgemm::jagged_to_padded_dense_forward": _TO_DENSE,
-    "fbgemm::jagged_1d_to_dense": Budget(launches=6, checks=7),
-    "fbgemm::jagged_2d_to_dense": Budget(launches=6, checks=7),
+    "fbgemm::jagged_1d_to_dense": Budget(launches=5, checks=7, ai_cpu=0),
+    "fbgemm::jagged_2d_to_dense": Budget(launches=5, checks=7, ai_cpu=0),
     # to_jagged of the gradient, total_L always given
     "fbgemm::jagged_to_padded_dense_backward": Budget(
         launches=6,
         checks=7,
-        paths={"strided_grad_output": 7, "two_dims": 13, "three_dims": 20},
+        ai_cpu=0,
+        paths={"strided_grad_output": 7, "two_dims": 11, "three_dims": 16},
         path_checks=_DIMS_CHECKS,
     ),
     "fbgemm::dense_to_jagged": _TO_JAGGED,  # upstream's composite, as jagged_to_padded_dense
     "fbgemm::dense_to_jagged_forward": _TO_JAGGED,
     # to_dense of x at y's lengths, then one add (a strided or broadcast y costs nothing more)
     "fbgemm::jagged_dense_elementwise_add": Budget(
-        launches=7, checks=7, paths={"two_dims": 14, "three_dims": 21}, path_checks=_DIMS_CHECKS
+        launches=6,
+        checks=7,
+        ai_cpu=0,
+        paths={"two_dims": 11, "three_dims": 16},
+        path_checks=_DIMS_CHECKS,
     ),
     "fbgemm::jagged_dense_elementwise_mul": _JAGGED_OUTPUT_OFFSETS,
     "fbgemm::jagged_dense_elementwise_mul_forward": _JAGGED_OUTPUT,
@@ -148,23 +166,26 @@ BUDGETS: dict[str, Budget] = {
     "fbgemm::jagged_dense_elementwise_mul_backward": Budget(
         launches=10,
         checks=7,
-        paths={"strided_y": 12, "two_dims": 17, "three_dims": 24},
+        ai_cpu=0,
+        paths={"strided_y": 12, "two_dims": 15, "three_dims": 20},
         path_checks=_DIMS_CHECKS,
     ),
     "fbgemm::jagged_dense_dense_elementwise_add_jagged_output": _DENSE_DENSE_OFFSETS,
     "fbgemm::jagged_dense_dense_elementwise_add_jagged_output_forward": _DENSE_DENSE,
     # the [B, L] index (4), the row gather, the broadcast product, its padding fill, the sum
     # (checks: the offsets' int32 range and order, and the rows read)
-    "fbgemm::batched_dense_vec_jagged_2d_mul": Budget(launches=8, checks=7),
-    "fbgemm::batched_dense_vec_jagged_2d_mul_forward": Budget(launches=8, checks=7),
+    "fbgemm::batched_dense_vec_jagged_2d_mul": Budget(launches=7, checks=7, ai_cpu=0),
+    "fbgemm::batched_dense_vec_jagged_2d_mul_forward": Budget(launches=7, checks=7, ai_cpu=0),
     "fbgemm::batched_dense_vec_jagged_2d_mul_backward": Budget(
-        launches=12,
+        launches=11,
         checks=7,
+        ai_cpu=0,
         target=10,
         note=(
-            "two gradients on the forward's index: v's (product, padding fill, a sum written in "
-            "v's layout) and a's (product, padding fill, zeros, index_put_); a fused kernel "
-            "closes it"
+            "two gradients on the forward's index (add, ge, clamp, the row gather): v's "
+            "(product, padding fill, a sum written in v's layout) and a's (product, padding "
+            "fill, zeros, index_add_); each padding fill guards a gradient against non-finite "
+            "inputs upstream never reads; a fused kernel closes it"
         ),
     ),
     "fbgemm::stacked_jagged_1d_to_dense": _STACKED,

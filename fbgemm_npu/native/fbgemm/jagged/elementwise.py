@@ -147,7 +147,7 @@ def jagged_dense_elementwise_mul_backward_npu(
     if y.numel() == 0:
         return torch.zeros_like(grad), torch.zeros_like(y)
     what = f"argument 'x_offsets': {WRITE_CHECK}"
-    index = checked_dense_index(op, offsets, y.shape[1:-1], total, what)
+    index = checked_dense_index(op, offsets, y.shape[1:-1], total, what, write=True)
     if index is None:
         return torch.zeros_like(grad), torch.zeros_like(y)
     rows, _ = index

@@ -13,18 +13,22 @@ upstream's loops do.  Values: float32, float16, bfloat16, int32, int64 (upstream
 CUDA alike); offsets: int32 or int64, one dtype for all jagged dims; 1 to 5 jagged dims.  ``values``
 may be 1-D (no inner dim) or ``[N, ..., D]`` with size-1 middle dims, as upstream allows.
 
-How: ``dense_index`` gives every dense position its value row (``k`` levels of arange / add /
-compare / pair gather), padding positions point at a spare row; to_dense is then one
-``index_select`` from ``values`` padded with one row of the padding value (``constant_pad_nd``),
-to_jagged one ``index_put_`` into a zeroed output whose spare row absorbs the padding positions.
+How: ``dense_index`` gives every dense position its value row (``k`` levels of add of a cached
+int64 ``arange`` / compare / pair gather) and its padding mask; to_dense is then one
+``index_select`` from ``values`` at the rows clamped into range and one fill of the padding
+positions (``masked_fill_``; a ``where`` for int64), to_jagged one ``index_copy_`` into a zeroed
+output whose spare row absorbs the padding positions (``where`` / ``remainder`` send them there).
+No step runs on a 910B's AI CPU for any dtype (docs/hardware.md), and no read or write leaves its
+tensor whatever the data.
 
-Launches: arange, add, ge, masked_fill_, constant_pad_nd / zero_, index_select / index_put_, and one
-more index level per further jagged dim; the data check (``floor_divide``, ``masked_fill_``,
-``any``, ``logical_not``, ``_assert_async``, plus each further dim's own check;
-``FBGEMM_NPU_VALIDATE=0`` drops it) comes on top.  A fused kernel would do the op and its checks at
-once.  ``dense_to_jagged`` without ``total_L`` reads the output length (the data's
-``offsets[-1].max()``) back to the host, as upstream does too.  Launches and syncs: ``BUDGETS`` in
-``budgets.py`` (docs/ops.md).
+Launches: add, ge, clamp, index_select, masked_fill_ (to_dense) or add, ge, where, remainder_,
+zero_, index_copy_ (to_jagged), and one more index level per further jagged dim (clamp,
+index_select, add, ge, logical_or); the data check (the offsets' int32 range, the rows' compare,
+``cat``, ``any``, ``logical_not``, plus each further dim's own check; ``FBGEMM_NPU_VALIDATE=0``
+drops it) comes on top.  A fused kernel would do the op and its checks at once.
+``dense_to_jagged`` without ``total_L`` reads the output length (the data's
+``offsets[-1].max()``) back to the host, as upstream does too.  Launches and syncs: ``BUDGETS``
+in ``budgets.py`` (docs/ops.md).
 
 Upstream registers autograd for ``jagged_to_padded_dense_forward``, ``jagged_1d_to_dense``,
 ``jagged_2d_to_dense`` and ``dense_to_jagged_forward``, and so do we.  The two composite ops
@@ -41,7 +45,7 @@ gradient with padding 0, as upstream's.
 
 Rows that overlap (only decreasing offsets make them) are written by several positions; upstream's
 loop lets the last one win, ours lets one of them win (the last on CPU and the simulator; on a
-device ``index_put_`` does not order them).  Well-formed offsets never overlap.
+device ``index_copy_`` does not order them).  Well-formed offsets never overlap.
 """
 
 from __future__ import annotations

@@ -15,14 +15,16 @@ Products are formed in the input dtype and summed with a float32 accumulator for
 upstream's ``acc_type`` loops do.  Dtypes: float32, float16, bfloat16 (one dtype for v
 and a_values); offsets int32 or int64.
 
-How: ``dense_index`` (k = 1, padding rows point at row 0), one ``index_select`` of the ``[B, L]``
-rows of ``a``, a broadcast ``mul`` with ``v``, a ``masked_fill_`` of the padding products (so a
-non-finite ``v`` past a row's end cannot leak in, as upstream never reads it) and a ``sum`` over
-``L``; the data check comes on top (``FBGEMM_NPU_VALIDATE=0`` drops it): offsets in
-``[0, 2**31)``, non-decreasing (upstream has no consistent result for decreasing ones: see
-``_DECREASING``) and rows inside ``a_values``.  ``v`` must have rows (H >= 1 heads; upstream
-divides by H).  The backward computes both gradients on the forward's index.  Launches and
-syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+How: ``dense_index`` (k = 1: add, ge; rows clamped into ``a_values``, so padding positions read
+some row), one ``index_select`` of the ``[B, L]`` rows of ``a``, a broadcast ``mul`` with ``v``,
+a ``masked_fill_`` of the padding products (so a non-finite ``v`` past a row's end cannot leak
+in, as upstream never reads it) and a ``sum`` over ``L``; no step runs on a 910B's AI CPU (the
+backward scatters with ``index_add_`` at dim 0, not an accumulating ``index_put_``); the data
+check comes on top (``FBGEMM_NPU_VALIDATE=0`` drops it): offsets in ``[0, 2**31)``,
+non-decreasing (upstream has no consistent result for decreasing ones: see ``_DECREASING``) and
+rows inside ``a_values``.  ``v`` must have rows (H >= 1 heads; upstream divides by H).  The
+backward computes both gradients on the forward's index.  Launches and syncs: ``BUDGETS`` in
+``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ from fbgemm_npu.native._checks import (
 from fbgemm_npu.native.fbgemm.jagged._utils import (
     READ_CHECK,
     assert_no_bad,
+    beyond_rows,
     dense_index,
     int32_bad,
+    read_rows,
 )
 
 __all__ = [
@@ -100,20 +104,22 @@ def _gather(
     length: int,
     monotone: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-    """``a`` rows on the ``[B, L]`` grid as ``[B, L, H, D]`` (padding positions hold row 0),
+    """``a`` rows on the ``[B, L]`` grid as ``[B, L, H, D]`` (padding positions hold some row),
     the padding mask and the row index; ``None`` when ``a`` has no rows (every position must
     then be padding).  ``monotone``: the data check also refuses decreasing offsets (a ``gt``
     and the ``cat`` of the two checks)."""
     n = a.size(0)
     bad: list[torch.Tensor] | None = [] if validation_enabled() else None
-    rows, pad = dense_index([o], [length], 0, bad)  # type: ignore[misc]
+    idx, pad = dense_index([o], [length], bad)  # type: ignore[misc]
+    rows = read_rows(idx, pad, n, bad) if n > 0 else None
     if bad is not None:
-        bad.append(rows // n if n > 0 else ~pad)
+        if rows is None:
+            bad.append(beyond_rows(idx, pad, n))
         if monotone:
             bad.append(o[:-1] > o[1:])
     what = READ_CHECK + (_DECREASING if monotone else "")
     assert_no_bad(op, bad, f"argument 'a_offsets': {what}")
-    if n == 0:
+    if rows is None:
         return None
     flat = rows.reshape(-1)
     return a[:, : h * d].index_select(0, flat).view(b, length, h, d), pad, flat
@@ -171,13 +177,14 @@ def batched_dense_vec_jagged_2d_mul_backward_npu(
     # v's strides, as upstream's Meta kernel (empty_like(v)): the sum over d writes [B, L, H]
     # straight into the [B, H, L] split of v_grad's rows (a view for any strides of v).
     v_grad = torch.empty_like(v)
-    prod = (g * gr).masked_fill_(mask, 0)
-    torch.sum(prod, -1, out=v_grad.view(b, h, length).permute(0, 2, 1))
+    by_position = v_grad.view(b, h, length).permute(0, 2, 1)  # [B, L, H]
+    torch.sum(g * gr, -1, out=by_position)
+    by_position.masked_fill_(pad.unsqueeze(-1), 0)  # after the sum: [B, L, H], not [B, L, H, D]
     outer = v.new_empty((b, length, h, d))  # written in place: contiguous, no copy to flatten
     torch.mul(v.reshape(b, h, length).transpose(1, 2).unsqueeze(-1), gr, out=outer)
-    outer.masked_fill_(mask, 0)  # padding positions add 0 to row 0
-    a_grad = torch.zeros_like(a)
-    a_grad[:, : h * d].index_put_((rows,), outer.view(b * length, h * d), accumulate=True)
+    outer.masked_fill_(mask, 0)  # padding positions add 0 to the row they read
+    a_grad = torch.zeros_like(a)  # index_add_ at dim 0: on a 910B's AI Core for half types too
+    a_grad[:, : h * d].index_add_(0, rows, outer.view(b * length, h * d))
     return v_grad, a_grad
 
 

@@ -14,19 +14,22 @@ reads past ``values`` itself raise.  Lists longer than ``T + 1`` / ``T`` are ign
 does; shorter ones raise (upstream reads past the end of the vector).
 
 How, for all keys at once: one ``[B, C]`` grid, ``C = sum(L_t)``, key ``t`` owning the columns
-``C_t .. C_t + L_t`` (so no key is padded to the longest).  The per-key limits and each column's
-key, position ``j`` and ``j`` plus its key's slice start (host data: the int lists) travel in one
-small host-to-device copy; ``cat`` + ``cumsum`` give upstream's per-key offsets (checked to lie in
-``[0, 2**31)``, as upstream reads them as 32-bit ints), ``minimum`` clips the lengths,
-two ``index_select`` spread offsets and limits over the columns, then add / compare / fill and the
-padded gather of :func:`.to_dense.to_dense` build the grid, and one ``split_with_sizes_copy``
-cuts it into the T outputs: each its own contiguous tensor, as upstream's (views of one buffer
-would alias each other, which its schema does not allow).  Launches: the copy, cat, cumsum,
-minimum, two index_select, add, ge, masked_fill_, constant_pad_nd, index_select,
-split_with_sizes_copy (none for one key), whatever T and B, and the data check on top; over the
-catalogue's target because the per-key constants cost the copy, the cat, the minimum and the
-spreading, and the split costs a copy.  Launches and syncs: ``BUDGETS`` in ``budgets.py``
-(docs/ops.md).
+``C_t .. C_t + L_t`` (so no key is padded to the longest).  Each column's key, the position its
+padding test compares (``j``, or 2**62 for a key whose slice is empty: all padding) and ``j``
+plus its key's slice start (host data: the int lists) travel in one pinned, non-blocking upload
+(no host stall).  ``cat`` (cached zeros) + an int32 ``cumsum`` give upstream's per-key offsets
+(checked to lie in ``[0, 2**31)``, as upstream reads them as 32-bit ints; int64 lengths are
+checked to fit int32 as well, so the int32 scan is exact), one ``index_select`` brings each
+column the ends of its rows, then sub / le / add give the grid's padding and rows (int64),
+clamped into the values; one gather, its padding fill and one ``split_with_sizes_copy`` cut the
+grid into the T outputs: each its own contiguous tensor, as upstream's (views of one buffer
+would alias each other, which its schema does not allow).  Launches: the upload, cat, cumsum,
+index_select, sub, le, add, clamp_, index_select, masked_fill_ (``where`` for int64),
+split_with_sizes_copy (none for one key), whatever T and B, and the data check on top; none on
+a 910B's AI CPU (an int64 cumsum, masked_fill_ or constant_pad_nd would be).  Over the
+catalogue's target because the per-key constants cost the upload and the gather, the padding
+its own test and fill, and the split a copy.  Launches and syncs: ``BUDGETS`` in
+``budgets.py`` (docs/ops.md).
 
 Values: float32, float16, bfloat16, int32, int64 (1-D for ``_1d``, 2-D for ``_2d``); lengths
 int32 or int64.  Autograd: CUDA registers it for ``stacked_jagged_2d_to_dense`` (its
@@ -38,7 +41,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
-import torch.nn.functional as F
 
 from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
@@ -49,15 +51,18 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
+from fbgemm_npu.native._index import filled_i32, tracing
+from fbgemm_npu.native._upload import upload
 from fbgemm_npu.native.fbgemm.jagged._utils import (
     READ_CHECK,
     assert_no_bad,
+    beyond_rows,
     check_values,
+    fill_padding,
     int32_bad,
     numel_of,
     padding_scalar,
-    widened,
-    write_bad,
+    write_rows,
 )
 
 __all__ = ["KERNELS", "stacked_jagged_1d_to_dense_npu", "stacked_jagged_2d_to_dense_npu"]
@@ -118,9 +123,10 @@ def _grid(
     lengths: torch.Tensor,
     maxl: list[int],
     bounds: list[tuple[int, int]],
-) -> torch.Tensor | None:
-    """Value rows on the ``[B, C]`` grid (``C = sum(L_t)``: key ``t`` owns the columns
-    ``C_t .. C_t + L_t``), the spare row ``n`` at padding; ``None`` when nothing can be read."""
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Value rows (int64, clamped into ``[0, n)``) and padding mask on the ``[B, C]`` grid
+    (``C = sum(L_t)``: key ``t`` owns the columns ``C_t .. C_t + L_t``); ``None`` when nothing
+    can be read."""
     t, b = lengths.shape
     n = values.size(0)
     row_numel = values[:1].numel()  # elements per value row (0 when D == 0)
@@ -130,32 +136,45 @@ def _grid(
     ]
     if b == 0 or sum(maxl) == 0 or max(limits) == 0 or n == 0:
         return None
-    lengths = widened([lengths], n)[0]  # int32 lengths into more rows than int32 holds
-    # The host's per-key constants, in one small host-to-device copy: zeros and limits (T each),
-    # then each grid column's key, its position j in the key and j plus the key's slice start
-    # (C each), built by CPU tensor ops (no Python loop over the columns).
-    c = sum(maxl)
-    widths = torch.tensor(maxl)
-    col_key = torch.repeat_interleave(torch.arange(t), widths, output_size=c)
+    key, j_cmp, j_abs = _columns(maxl, limits, bounds, lengths)
+    # Upstream's per-key offsets, a complete scan of each key's lengths, in int32 (an int64
+    # cumsum runs on a 910B's AI CPU): exact while they lie in [0, 2**31), which the data check
+    # holds (upstream reads them as 32-bit ints too).  Row b of a column's key spans
+    # scan[b] .. scan[b + 1]; one gather brings both ends to every column.
+    zeros = filled_i32(t, 0, lengths.device).view(t, 1)
+    scan = torch.cat([zeros, lengths], dim=1).cumsum(1, dtype=torch.int32)  # [T, B + 1]
+    ends = scan.t().index_select(1, key)  # [B + 1, C]
+    start = ends[:-1]
+    pad = (ends[1:] - start) <= j_cmp  # j >= the row's length (int32: exact, see above)
+    idx = start + j_abs  # int64: the key's slice start plus the row start plus j
+    if validation_enabled():
+        bad = [int32_bad(scan), beyond_rows(idx, pad, n)]
+        if lengths.dtype == torch.int64:  # a length the int32 scan would truncate
+            bad.append(torch.div(lengths, 2**31, rounding_mode="trunc"))
+        assert_no_bad(op, bad, f"arguments 'lengths' / 'offset_per_key': {READ_CHECK}")
+    return idx.clamp_(0, n - 1), pad  # no read leaves the values, whatever the data
+
+
+def _columns(
+    maxl: list[int], limits: list[int], bounds: list[tuple[int, int]], lengths: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per grid column (host data, built by CPU tensor ops: no Python loop over the columns, and
+    one pinned non-blocking upload to ``lengths``' device; a plain copy when traced, where there
+    is no memory to pin): its key, the position ``j`` its padding test compares (``2**62`` for a
+    key with limit 0, so all padding) and ``j`` plus its key's slice start."""
+    c, widths = sum(maxl), torch.tensor(maxl)
+    col_key = torch.repeat_interleave(torch.arange(len(maxl)), widths, output_size=c)
     col_j = torch.arange(c) - torch.repeat_interleave(
         widths.cumsum(0) - widths, widths, output_size=c
     )
     col_start = torch.tensor([lo for lo, _ in bounds], dtype=torch.int64).index_select(0, col_key)
-    per_key = torch.tensor([0] * t + limits, dtype=torch.int64)
-    host = torch.cat([per_key, col_key, col_j, col_j + col_start])
-    meta = host.to(lengths.dtype).to(lengths.device)
-    zeros, lim, key, j, j_abs = meta.split([t, t, c, c, c])
-    # Upstream's per-key offsets (a complete scan of the key's lengths), then every grid
-    # position's row: the offset of its row, plus j, plus the key's slice start.
-    scan = torch.cat([zeros.unsqueeze(1), lengths], dim=1).cumsum(1, dtype=lengths.dtype)
-    clipped = torch.minimum(lengths, lim.unsqueeze(1))
-    idx = scan[:, :-1].t().index_select(1, key) + j_abs  # [B, C]
-    pad = j >= clipped.t().index_select(1, key)
-    rows = idx.masked_fill_(pad, n)  # padding positions read the spare row n
-    if validation_enabled():
-        bad = [int32_bad(scan), write_bad(rows, pad, n)]
-        assert_no_bad(op, bad, f"arguments 'lengths' / 'offset_per_key': {READ_CHECK}")
-    return rows
+    live = torch.tensor(limits).index_select(0, col_key) > 0
+    j_cmp = torch.where(live, col_j, 2**62)
+    host = torch.cat([col_key, j_cmp, col_j + col_start])
+    meta = (
+        host.to(lengths.device) if tracing(lengths) else upload(host, torch.int64, lengths.device)
+    )
+    return meta[:c], meta[c : 2 * c], meta[2 * c :]
 
 
 def _split_keys(grid: torch.Tensor, maxl: list[int], inner: tuple[int, ...]) -> list[torch.Tensor]:
@@ -178,8 +197,9 @@ def _stacked(
     max_lengths_per_key: Sequence[int],
     padding_value: int,
     ndim: int,
-) -> tuple[list[torch.Tensor], torch.Tensor | None, list[int]]:
-    """The outputs, the grid's rows (for the backward) and the per-key max lengths."""
+) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor] | None, list[int]]:
+    """The outputs, the grid's rows and padding (for the backward) and the per-key max
+    lengths."""
     v, ln, maxl, bounds = _plan(op, values, lengths, offset_per_key, max_lengths_per_key, ndim)
     t, b = ln.shape
     if t == 0:
@@ -188,16 +208,18 @@ def _stacked(
     pad_value = padding_scalar(float(padding_value), v.dtype)
     what = f"the outputs of 'max_lengths_per_key' (B = {b} rows of {sum(maxl)} in all)"
     with allocation_of(op, what):
-        rows = _grid(op, v, ln, maxl, bounds)
-        if rows is None:
+        grid_rows = _grid(op, v, ln, maxl, bounds)
+        if grid_rows is None:
             grid = v.new_full((b, sum(maxl), *inner), pad_value)
         else:
+            rows, pad = grid_rows
+            flat = rows.reshape(-1)
             if ndim == 1 or v.size(1) == 1:  # 1-D gathers are far faster than [N, 1] gathers
-                table = F.pad(v.reshape(v.size(0)), (0, 1), value=pad_value)
+                got = v.reshape(v.size(0)).index_select(0, flat)
             else:
-                table = F.pad(v, (0, 0, 0, 1), value=pad_value)
-            grid = table.index_select(0, rows.reshape(-1)).view(b, sum(maxl), *inner)
-        return _split_keys(grid, maxl, inner), rows, maxl
+                got = v.index_select(0, flat)
+            grid = fill_padding(got, pad.reshape(-1), pad_value).view(b, sum(maxl), *inner)
+        return _split_keys(grid, maxl, inner), grid_rows, maxl
 
 
 def stacked_jagged_1d_to_dense_npu(
@@ -242,7 +264,8 @@ class _Stacked2D(torch.autograd.Function):
     """d(out_t)/d(values): each key's gradient scattered back to the rows it read (summed).
 
     Backward launches (independent of T): ``cat`` of the key gradients (none for one key; they
-    are the ``[B, C, D]`` grid of the forward's rows), ``zeros``, ``index_put_``.
+    are the ``[B, C, D]`` grid of the forward's rows), the rows with padding sent to a spare row
+    (``where``, ``remainder_``: :func:`._utils.write_rows`), ``zeros``, ``index_add_``.
     """
 
     @staticmethod
@@ -265,14 +288,16 @@ class _Stacked2D(torch.autograd.Function):
         ref = next(g for g in grads if g is not None)
         if ctx.rows is None:
             return (ref.new_zeros((n, d)), None, None, None, None)
-        b = ctx.rows.size(0)
+        b = ctx.rows[0].size(0)
         blocks = [  # [B, L_t * D] each: their cat is the [B, C, D] grid, rows' layout
             (g if g is not None else ref.new_zeros((b, m, d))).reshape(b, m * d)
             for g, m in zip(grads, ctx.maxl, strict=True)
         ]
         flat = (blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1)).view(-1, d)
-        grad_values = ref.new_zeros((n + 1, d))  # row n absorbs the padding positions
-        grad_values.index_put_((ctx.rows.reshape(-1),), flat, accumulate=True)
+        rows, pad = ctx.rows
+        # padding positions add to the spare row n (index_add_ at dim 0: on the AI Core)
+        spare = write_rows(rows.reshape(-1), pad.reshape(-1), n, None)
+        grad_values = ref.new_zeros((n + 1, d)).index_add_(0, spare, flat)
         return (grad_values[:n], None, None, None, None)
 
 

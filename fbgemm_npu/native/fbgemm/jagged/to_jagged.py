@@ -57,7 +57,7 @@ def to_jagged(
         if dense.numel() == 0:
             return dense.new_zeros((total, d))
         what = f"argument '{offsets_arg}': {WRITE_CHECK}"
-        index = checked_dense_index(op, offsets, dense.shape[1:-1], total, what)
+        index = checked_dense_index(op, offsets, dense.shape[1:-1], total, what, write=True)
         if index is None:
             return dense.new_zeros((total, d))
         rows, _ = index
@@ -65,17 +65,15 @@ def to_jagged(
 
 
 def scatter_rows(src: torch.Tensor, rows: torch.Tensor, total: int) -> torch.Tensor:
-    """``out[rows[i]] = src[i]`` into ``total + 1`` zero rows (the last absorbs padding), returned
-    as the first ``total``: a ``zero_`` and an ``index_copy_`` / ``index_put_``."""
+    """``out[rows[i]] = src[i]`` into ``total + 1`` zero rows (the last absorbs padding; ``rows``
+    int64 in ``[0, total]``), returned as the first ``total``: a ``zero_`` and an
+    ``index_copy_`` (``index_put_`` for one-element rows)."""
     d = src.size(1)
     if d == 1:  # 1-D scatters are far faster than scatters of one-element rows
         out = src.new_zeros(total + 1)
         out.index_put_((rows,), src.view(-1))
         return out[:total].view(total, 1)
-    out = src.new_zeros((total + 1, d))
-    if rows.dtype == torch.int64:  # index_copy_ takes int64 only; it is the faster one on CPU
-        return out.index_copy_(0, rows, src)[:total]
-    return out.index_put_((rows,), src)[:total]
+    return src.new_zeros((total + 1, d)).index_copy_(0, rows, src)[:total]
 
 
 def jagged_to_padded_dense_backward_npu(
