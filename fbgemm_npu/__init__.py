@@ -21,7 +21,8 @@ _tbe_device.apply()  # upstream's TBE Python on npu: fbgemm_npu/split_table/devi
 _device.activate()
 _mirror.install()  # fbgemm_npu.<path> mirrors every public fbgemm_gpu.<path>: _mirror.py
 from fbgemm_npu import integrations as _integrations  # noqa: E402, F401 - torchrec on npu
+from fbgemm_npu.native._pending import check  # noqa: E402 - the deferred data checks' read
 
 device_kind = _device.device_kind
 
-__all__ = ["__version__", "device_kind"]
+__all__ = ["__version__", "check", "device_kind"]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from fbgemm_npu.native._pending import raise_queued_cause
 from fbgemm_npu.native.family import Budget
 
 ALLOWED_KEYS: frozenset[str] = frozenset({"PrivateUse1", "AutogradPrivateUse1", "Meta"})
@@ -140,8 +141,14 @@ def _below_autograd(fn: Kernel) -> Kernel:
     (tests/core/test_opcheck.py); the guard costs well under a microsecond per call."""
 
     def kernel(*args: object, **kwargs: object) -> object:
-        with torch._C._AutoDispatchBelowAutograd():
-            return fn(*args, **kwargs)
+        try:
+            with torch._C._AutoDispatchBelowAutograd():
+                return fn(*args, **kwargs)
+        except Exception as exc:
+            # a data check queued by an earlier call that failed is the likelier cause of an
+            # error here (bad data reaching a gather): raise it in its place (_pending.py)
+            raise_queued_cause(exc)
+            raise
 
     kernel.__name__ = getattr(fn, "__name__", "kernel")
     kernel.__qualname__ = getattr(fn, "__qualname__", kernel.__name__)

@@ -25,7 +25,7 @@ for family, r in sorted(report.items()):
     cases = sum(o.values())
     wrong = o["wrong"] + o["rejected"] + o["bad_case"]
     print(f"{family:14s} {cases:6d} cases   crashes {o['crash']}  hangs {o['hang']}  wrong {wrong}"
-          f"  unclear errors {o['unclear']}")
-    bad += o["crash"] + o["hang"] + wrong + o["unclear"] + (cases < want)
+          f"  unclear errors {o['unclear']}  memory-unsafe {o.get('unsafe', 0)}")
+    bad += o["crash"] + o["hang"] + wrong + o["unclear"] + o.get("unsafe", 0) + (cases < want)
 sys.exit(1 if bad else 0)
 PY

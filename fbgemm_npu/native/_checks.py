@@ -11,24 +11,27 @@ The ``check_*`` helpers read only tensor metadata (dtype, shape, device): they n
 with the device, so they are free to call on every kernel invocation.
 
 Properties only the data knows (offsets non-decreasing, indices in range, a last offset equal to
-the values length) go through :func:`check_on_device`: one boolean reduction and one
-``torch._assert_async``, which raises at once on the simulator and the CPU and, on a device with
-asynchronous asserts, without making the host wait.  torch_npu 2.13 has no native
-``_assert_async`` (the counters flag it), so on a real Ascend host each such check costs a small
-device-to-host read: ``FBGEMM_NPU_VALIDATE=0`` turns the data checks off for production runs that
-trust their inputs.  Metadata checks always run.
+the values length) go through :func:`check_on_device` or :class:`DataChecks`: a reduction on the
+device, then the flag is queued (``_pending.py``) and read at the next ``fbgemm_npu.check()`` or
+data read of an fbgemm_npu op -- no ``torch._assert_async`` (a host fallback on torch_npu 2.13)
+and no sync per call.  ``FBGEMM_NPU_VALIDATE``: ``deferred`` (default), ``sync`` (read at the
+call, for debugging), ``0`` / ``off`` (no data checks, for inputs trusted in production).
+Metadata checks always run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
+
+from fbgemm_npu.native._index import tracing
+from fbgemm_npu.native._pending import defer, flat_flags, raise_failed, take, validation_mode
+from fbgemm_npu.native._upload import upload
 
 __all__ = [
     "INDEX_DTYPES",
@@ -57,17 +60,17 @@ INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
 
 
 def validation_enabled() -> bool:
-    """Whether data-dependent checks run (``FBGEMM_NPU_VALIDATE``, default on)."""
-    return os.environ.get("FBGEMM_NPU_VALIDATE", "1").strip().lower() not in {"0", "false", "off"}
+    """Whether data-dependent checks run (``FBGEMM_NPU_VALIDATE`` not ``0`` / ``off``)."""
+    return validation_mode() != "off"
 
 
 def check_on_device(op: str, ok: torch.Tensor, what: str) -> None:
     """Raise ``RuntimeError("<op>: <what>")`` unless the 0-D bool tensor ``ok`` is true.
 
     ``what`` names the argument(s) and the expectation, e.g. ``"argument 'offsets' must be
-    non-decreasing, start at 0 and end at values.size(0)"``.  Costs one launch
-    (``_assert_async``) on top of the reduction that made ``ok``; no host sync on the simulator.
-    Fold several conditions of one call into one ``ok`` (``&``) to keep the launch count down.
+    non-decreasing, start at 0 and end at values.size(0)"``.  Costs no launch beyond the
+    reduction that made ``ok`` and no sync: the flag is queued (``_pending.defer``) and raised
+    at the next read of the queue.  Fold several conditions of one call into one ``ok`` (``&``).
     """
     if validation_enabled():
         assert_on_device(op, ok, what)
@@ -76,7 +79,7 @@ def check_on_device(op: str, ok: torch.Tensor, what: str) -> None:
 def assert_on_device(op: str, ok: torch.Tensor, what: str) -> None:
     """:func:`check_on_device` whatever ``FBGEMM_NPU_VALIDATE`` says: for checks that are the
     op's contract, not our validation (``bounds_check_indices`` in ``BoundsCheckMode.FATAL``)."""
-    torch._assert_async(ok, f"{op}: {what}")
+    defer(op, ok, what)
 
 
 # What allocators say when memory runs out: torch's CPU allocator, CUDA / torch_npu's caching
@@ -329,22 +332,26 @@ class DataChecks:
         the error message is ``"<op>: <what>"``."""
         self.items.append(_Cond(ok.reshape(()), 1, 1, what, boolean=True))
 
-    def _stacked(self, extra: Sequence[torch.Tensor]) -> torch.Tensor:
-        values = [*(v.reshape(()) for v in extra), *(c.value for c in self.items)]
-        # stack promotes mixed int32 / int64 statistics to int64 in its own launch (the counters
-        # see no separate cast)
-        return torch.stack(values)
-
     def read_with(self, extra: Sequence[torch.Tensor]) -> list[int]:
         """Read ``extra`` (0-d device tensors) to the host in one copy, checking the conditions.
 
-        Launches: a ``stack`` (none when one scalar is read and no condition was added), then one
-        device-to-host read.  Raises ``ValueError`` naming the op and the first failed condition.
+        The copy also carries every data check queued on this device by earlier calls
+        (``_pending.py``): a read the op needs anyway reads the queue for free.  Launches: a
+        ``cat`` (none when one scalar is read and nothing else is), then one device-to-host read.
+        Raises ``RuntimeError`` for a failed queued check (it came first), then ``ValueError``
+        naming the op and the first failed condition of this call.
         """
-        if not self.items and len(extra) == 1:
+        device = extra[0].device if extra else self.items[0].value.device
+        traced = tracing(*extra, *(c.value for c in self.items))
+        queued = take(device) if device.type != "cpu" and not traced else []
+        if not self.items and not queued and len(extra) == 1:
             return [int(extra[0].item())]
-        got = self._stacked(extra).tolist()
-        for cond, value in zip(self.items, got[len(extra) :], strict=True):
+        values = [*(v.reshape(1) for v in extra), *(c.value.reshape(1) for c in self.items)]
+        # cat promotes mixed int32 / int64 / bool pieces to one dtype in its own launch
+        got = torch.cat([*values, *flat_flags(queued)]).tolist()
+        mine = len(extra) + len(self.items)
+        raise_failed(queued, got[mine:])
+        for cond, value in zip(self.items, got[len(extra) : mine], strict=True):
             if (cond.lo is not None and value < cond.lo) or (
                 cond.hi is not None and value > cond.hi
             ):
@@ -353,11 +360,13 @@ class DataChecks:
         return [int(v) for v in got[: len(extra)]]
 
     def assert_on_device(self) -> None:
-        """One ``_assert_async`` for every condition: ``stack``, a host-to-device copy of the
-        bounds, ``clamp``, ``eq``, ``all``, ``_assert_async`` (nothing when empty), no sync."""
+        """Every condition as one queued check (``_pending.defer``): ``stack``, a pinned
+        non-blocking upload of the bounds, ``clamp``, ``eq``, ``all`` (nothing when empty); no
+        sync, no stall."""
         if not self.items:
             return
-        values = self._stacked([])
+        # stack promotes mixed int32 / int64 statistics to int64 in its own launch
+        values = torch.stack([c.value for c in self.items])
         what = "; ".join(c.what for c in self.items)
         if values.dtype == torch.bool:  # require() conditions only: no bounds to compare with
             check_on_device(self.op, values.all(), f"expected all of: {what}")
@@ -370,7 +379,7 @@ class DataChecks:
         for i, c in enumerate(self.items):
             if c.lo is not None and c.lo > info.max or c.hi is not None and c.hi < info.min:
                 lo[i], hi[i] = info.max, info.min  # nothing satisfies it
-        bounds = torch.tensor([lo, hi], dtype=values.dtype).to(values.device)
+        bounds = upload([lo, hi], values.dtype, values.device)
         ok = (values.clamp(bounds[0], bounds[1]) == values).all()
         check_on_device(self.op, ok, f"expected all of: {what}")
 

@@ -252,7 +252,7 @@ def report() -> list[str]:
         lines.append(
             f"fuzz {family}: {sum(t.values())} cases ({t[EQUAL]} equal to the oracle, "
             f"{t[CLEAR_ERROR]} clear errors): crashes {t[CRASH]}, hangs {t[HANG]}, wrong {wrong}"
-            f" (unclear errors {t['unclear']})"
+            f" (unclear errors {t['unclear']}, memory-unsafe under deferred checks {t['unsafe']})"
         )
     return lines
 
