@@ -14,7 +14,10 @@ adagrad fused into the TBE backward, and
   changes where the work runs, not what is learnt;
 * a trace of the first step shows every ``fbgemm::`` op ran our npu kernel (none fell back to
   the CPU) and no floating-point tensor left the device;
-* after training, no parameter, buffer, state or optimizer state is off the device.
+* after training, no parameter, buffer, state or optimizer state is off the device;
+* every npu step is counted and printed: each step's line shows the share of fbgemm_npu of the
+  costliest rank, as the counters recorded it in the rank's report, priced by the 910B cost model
+  (``tests/integrations/test_dlrm_steps.py`` checks what the columns count).
 
 The 1-process runs share this process (one process group at a time); the 2- and 4-process runs
 are one spawned group each that runs every (model, sharding type) in sequence, each with a fresh
@@ -37,6 +40,7 @@ import torch.distributed as dist
 from fbgemm_npu.examples import dlrm
 from fbgemm_npu.examples.dlrm_spawn import SIM_DEVICES_ENV
 from fbgemm_npu.examples.dlrm_train import SHARDING_TYPES
+from fbgemm_npu.testing.cost_910b import Cost, cells
 from fbgemm_npu.testing.trace import trace
 
 MODELS = ("dlrm", "dcn")
@@ -103,6 +107,26 @@ def _check(reports: Reports, model: str, sharding_type: str, world: int) -> None
             assert all(f"npu:{rank}" in r.plan for rank in range(world)), f"{where}\n{r.plan}"
 
 
+def _check_steps(run: tuple[Reports, str, bool], model: str, sharding_type: str) -> None:
+    """The printed per-step table is the reports' counts: a line a step, the costliest rank."""
+    reports, text, _ = run
+    reps = {r.rank: r for r in reports[(model, sharding_type)]}
+    block = text.split(f"[{model} {sharding_type}] per step on a 910B", 1)[1].splitlines()[2:5]
+    assert [line.split()[0] for line in block] == ["0", "1", "2"], block
+    for line in block:
+        cols = line.split()
+        step, rank = int(cols[0]), int(cols[1])
+        ours = {r: Cost(**rep.step_costs[rep.steps.index(step)]) for r, rep in reps.items()}
+        whole = Cost(**reps[rank].step_whole[reps[rank].steps.index(step)])
+        assert ours[rank].us == max(c.us for c in ours.values()), (line, ours)
+        shown = " ".join(cols[2:9])
+        assert shown == " ".join((*cells(ours[rank]), f"{ours[rank].us / 1e3:.3f}")), line
+        assert cols[9:] == ["|", str(whole.launches), f"{whole.us / 1e3:.3f}"], line
+        assert 0 < ours[rank].launches <= whole.launches  # the TBE lookup runs every step
+        for name, value in ours[rank].as_dict().items():
+            assert value <= getattr(whole, name), (line, name)
+
+
 def _check_equals_one_process(
     reports: Reports, one: Reports, model: str, sharding_type: str
 ) -> None:
@@ -124,6 +148,7 @@ def test_one_process_loss_matches_cpu_and_trace_is_clean(
     one_process: tuple[Reports, str, bool], model: str, sharding_type: str
 ) -> None:
     _check(one_process[0], model, sharding_type, world=1)
+    _check_steps(one_process, model, sharding_type)
 
 
 @pytest.mark.slow
@@ -137,6 +162,7 @@ def test_two_processes_loss_matches_one_process_and_cpu_and_trace_is_clean(
     sharding_type: str,
 ) -> None:
     _check(two_processes[0], model, sharding_type, world=2)
+    _check_steps(two_processes, model, sharding_type)
     _check_equals_one_process(two_processes[0], one_process[0], model, sharding_type)
 
 
@@ -151,6 +177,7 @@ def test_four_processes_loss_matches_one_process_and_cpu_and_trace_is_clean(
     sharding_type: str,
 ) -> None:
     _check(four_processes[0], model, sharding_type, world=4)
+    _check_steps(four_processes, model, sharding_type)
     _check_equals_one_process(four_processes[0], one_process[0], model, sharding_type)
 
 
