@@ -217,6 +217,12 @@ BAD_BLOCK: list[tuple[str, dict[str, Any], type[Exception], str]] = [
         ValueError,
         r"'indices' \(int32\) and 'block_bucketize_pos\[0\]' \(int64\) must have the same dtype",
     ),
+    (  # from the shapes: no row can hold an index (the row ids would have no table to index)
+        "no rows, some indices",
+        {"lengths": torch.zeros(0, dtype=I32)},
+        ValueError,
+        r"'lengths' must be non-negative and sum to indices.numel\(\) = 15, got no rows",
+    ),
 ]
 
 
@@ -290,6 +296,12 @@ BAD_CYCLIC: list[tuple[str, dict[str, Any], type[Exception], str]] = [
         {"lengths": torch.tensor([2**63 - 1, 2**63 - 1, 5])},
         RuntimeError,
         r"'lengths' must be non-negative and sum to indices.numel\(\) = 3",
+    ),
+    (
+        "no rows, some indices",
+        {"lengths": torch.zeros(0, dtype=I64)},
+        ValueError,
+        r"'lengths' must be non-negative and sum to indices.numel\(\) = 3, got no rows",
     ),
     (
         "my_size past the index dtype",

@@ -20,10 +20,12 @@ Outputs are bucket-major: ``new_lengths[p * N + r]`` counts row ``r``'s elements
 and inside a (bucket, row) the elements keep their input order, as upstream's CPU kernel does (its
 CUDA kernel does not, for ``sequence=False``).  ``new_pos`` holds each element's position in its
 row, ``unbucketize_permute[i]`` the output position of input ``i``, ``bucket_mapping[i]`` its
-bucket.  Program: row id per element (``repeat_interleave``), per-feature parameters gathered per
-element, the bucket and new index (elementwise; unsigned division emulated in the index dtype, see
-``_utils``), a stable sort by bucket (the output order), an ``index_add`` for the
-counts, gathers for the outputs.  No host sync: every output size is a shape product.
+bucket.  Program: row and feature of each element (int32 segment ids, ``_order``), per-feature
+parameters gathered per element, the bucket and new index (elementwise; unsigned division emulated
+in the index dtype, see ``_utils``; the boundary search of variable blocks, ``_search``), a stable
+sort of float bucket keys (the output order), an int32 ``index_add`` for the counts, gathers for
+the outputs: no AI-CPU route on a 910B below ``2**31`` indices (docs/hardware.md).  No host
+sync: every output size is a shape product.
 
 Dtypes (upstream's, CPU and CUDA alike): lengths, batch_size_per_feature int32/int64 (one dtype);
 indices, block_sizes, total_num_blocks, block_bucketize_pos int32/int64 (one dtype);
@@ -38,6 +40,7 @@ sorted) raise instead of corrupting memory; so do, with uniform blocks, negative
 ``block_sizes * G`` past the index dtype (upstream's ``b * G`` is then a signed overflow);
 ``return_bucket_mapping`` without ``sequence`` returns the real buckets (upstream CPU returns an
 uninitialised tensor, CUDA ``None``); no features (with rows: without, the outputs are empty),
+no rows with indices (a ``ValueError`` from the shapes),
 ``lengths.numel()`` not a multiple of ``T``,
 ``my_size < 1`` or above the index dtype's max, a ``new_lengths`` too large to allocate, too few
 ``block_bucketize_pos`` / ``keep_orig_idx_per_feature`` / ``total_num_blocks`` entries raise
@@ -130,16 +133,22 @@ def block_bucketize_sparse_features_npu(
 ) -> Out5:
     """Block bucketize: ``(new_lengths, new_indices, new_weights, new_pos, unbucketize_permute)``.
 
-    See the module docstring for the math and dtypes.  What the kernel launches, uniform blocks:
-    division by a shift when ``my_size`` is a power of two, else the unsigned view of negative ids
-    (``x < 0``, a shift, a carry); weights add their gather, sequence an arange and a scatter (the
-    inverse permutation), bucketize_pos the row starts (sharing sequence's arange),
-    keep_orig_idx_per_feature a gather and a select, VBE a ``repeat_interleave`` and a gather of
-    each element's feature, total_num_blocks a per-feature unsigned divisor; variable blocks
-    (block_bucketize_pos) a two-level boundary search, costing more for int32 indices, when
-    ``my_size`` is not a power of two and with total_num_blocks.  The data check grows with VBE and
-    total_num_blocks (``FBGEMM_NPU_VALIDATE=0`` drops it); a non-contiguous multi-dimensional input
-    adds its copy.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+    See the module docstring for the math and dtypes.  What the kernel launches, uniform blocks
+    (19 with ``my_size`` a power of two, no AI-CPU route below ``2**31`` indices): the rows
+    (``cumsum`` and segment ids), the feature (``row // B``) and block size of each element, the
+    divmod by ``my_size`` and by the block (``floor_divide`` / ``remainder``; a power of two
+    needs no view of negative ids, another ``my_size`` ``x < 0`` and two adds), two selects, the
+    counts (an int32 ``index_add``, widened for int64 lengths) and the float-key sort, the
+    gather of the new indices; weights add their gather, sequence an ``index_copy_`` (the
+    inverse permutation), bucketize_pos the row starts (a subtraction, two gathers),
+    keep_orig_idx_per_feature a gather and a select, VBE the features' row ends (a ``cumsum``, a
+    compare and a sum), total_num_blocks the division by ``G`` split through ``my_size``;
+    variable blocks (block_bucketize_pos) the boundary table (one pinned upload, a ``cat``, a
+    gather, a flip) and its search (a gather of each element's row, a compare, a sum), costing
+    more for int32 indices (the bucket mapping's cast), when ``my_size`` is not a power of two
+    and with total_num_blocks (the per-feature unsigned divisor).  The data check grows with VBE
+    and total_num_blocks (``FBGEMM_NPU_VALIDATE=0`` drops it); a non-contiguous multi-dimensional
+    input adds its copy.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     out = block_bucketize(
         BLOCK_BUCKETIZE_SPARSE_FEATURES,
@@ -252,9 +261,11 @@ def bucketize_sparse_features_npu(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Cyclic bucketize: bucket ``u % my_size``, new index ``u // my_size`` (``u`` the unsigned
     index); outputs ``(new_lengths, new_indices, new_weights, new_pos)`` as for the block op.
-    Launches: an unsigned divmod (a shift when ``my_size`` is a power of two, the unsigned view of
-    negative ids otherwise), the stable sort and the counts; weights add their gather, bucketize_pos
-    the row starts; the data check comes on top.  Launches and syncs: ``BUDGETS`` in ``budgets.py``
+    Launches: an unsigned divmod (``floor_divide``, a mask and ``remainder`` when ``my_size`` is
+    a power of two, the unsigned view of negative ids otherwise), the rows (segment ids), the
+    counts (an int32 ``index_add``, widened for int64), the float-key sort and the gather;
+    weights add their gather, bucketize_pos the row starts; the data check comes on top.  No
+    AI-CPU route below ``2**31`` indices.  Launches and syncs: ``BUDGETS`` in ``budgets.py``
     (docs/ops.md)."""
     _check_cyclic(lengths, indices, my_size, weights)
     op = BUCKETIZE_SPARSE_FEATURES
