@@ -3,23 +3,22 @@ ranges, segment sums, unique indices).
 
 * The data checks go through :class:`~fbgemm_npu.native._checks.DataChecks`: the conditions only
   the data knows (an index in range, offsets that do not decrease, a given size that matches the
-  data), verified all at once, riding on a device-to-host read the op makes anyway or with one
-  ``_assert_async``; :func:`index_range` and the table gathers add theirs to it.
-* :func:`rows_gather_index`: the source row of every output row of a jagged index-select, from
-  per-segment start distances, with ``searchsorted`` (so a truncated output needs no special case)
-  or, when the output segments' lengths are known to sum to the output size, ``repeat_interleave``.
-* :func:`table_gather` / :func:`table_gather_permuted`: the gather index selecting rows of many
-  tables stored back to back (``batch_index_select_dim0``, ``group_index_select_dim0``) without a
-  loop over the tables.
+  data), verified all at once, riding on a device-to-host read the op makes anyway or queued on
+  the device; :func:`index_range` and the table gathers add theirs to it.
+* Index arithmetic kept on a 910B's AI Core (docs/hardware.md, "AI-CPU routes"): scans in int32
+  where the host knows from sizes alone that the values fit (:func:`scan_dtype`), counts of
+  points at or below each position without ``searchsorted`` (:func:`count_le`), and the gather
+  index of a jagged select built from them (:func:`rows_gather_index`).
+* The table gathers of ``batch_index_select_dim0`` / ``group_index_select_dim0`` are in
+  :mod:`._tables`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from fbgemm_npu.native._checks import (
     INDEX_DTYPES,
@@ -31,25 +30,27 @@ from fbgemm_npu.native._checks import (
     dynamic_size,
     validation_enabled,
 )
-from fbgemm_npu.native._host import exclusive_cumsum
+from fbgemm_npu.native._index import arange_cached, filled_i32
 
 __all__ = [
+    "INT32_LIMIT",
     "GatherRows",
     "SelectedRows",
-    "TableGather",
     "check_fits",
     "check_index_tensor",
     "check_non_negative",
-    "contiguous",
+    "count_le",
     "dynamic_size",
     "index_range",
     "rows_gather_index",
     "same_dtype_or_raise",
+    "scan_dtype",
+    "segment_starts",
     "select_rows_index",
     "sum_fits",
-    "table_gather",
-    "table_gather_permuted",
 ]
+
+INT32_LIMIT = 2**31
 
 
 def check_index_tensor(
@@ -100,22 +101,60 @@ def same_dtype_or_raise(op: str, expected_arg: str, **tensors: torch.Tensor) -> 
             )
 
 
+def scan_dtype(*bounds: int | torch.SymInt) -> torch.dtype:
+    """int32 when every bound is below 2**31, else int64: the dtype of a scan (or other index
+    arithmetic) whose values the host bounds by ``bounds`` from sizes alone (numel, a size
+    argument), never by reading the data.  int32 keeps a 910B's ``cumsum`` and ``index_add`` on
+    its AI Core; int64 (sizes of 2**31 and more) runs them on its AI CPU but never wraps.  A
+    symbolic size (a traced call) counts as below only when its bounds prove it (no guard)."""
+    fits = all(statically_known_true(b < INT32_LIMIT) for b in bounds)
+    return torch.int32 if fits else torch.int64
+
+
+def count_le(points: torch.Tensor, n: int, clamp: bool = True) -> torch.Tensor:
+    """``c[i] = #{k : points[k] <= i}`` for ``i < n``, int32.
+
+    For non-decreasing ``points`` this is ``searchsorted(points, arange(n), right=True)``: the
+    segment of item ``i`` when ``points`` are the segments' inclusive ends.  Built without it (a
+    910B runs ``searchsorted`` on its AI CPU): a one at every point, ``marks =
+    index_add(zeros(n + 1), clamp(points, 0, n), 1)``, then ``c = cumsum(marks[:n])``, all int32
+    (AI Core).  The clamp keeps a point outside ``[0, n]`` in the buffer with the same count (below
+    0 counts for every item, above ``n`` for none) and makes bad data harmless; ``clamp=False``
+    for points the host built inside ``[0, n]``.  Launches: clamp, an out-of-place ``index_add``
+    (of cached zeros and ones), cumsum.
+    """
+    dev = points.device
+    at = points.clamp(0, n) if clamp else points
+    marks = torch.index_add(filled_i32(n + 1, 0, dev), 0, at, filled_i32(at.numel(), 1, dev))
+    return torch.cumsum(marks[:n], 0, dtype=torch.int32)
+
+
+def segment_starts(
+    inclusive: torch.Tensor, other: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``([0, *inclusive], [0, *other[:-1]])``: the start of every segment of both inclusive
+    offset tensors (int64) from one ``cat`` behind a cached zero (an int64 ``constant_pad_nd``
+    runs on a 910B's AI CPU)."""
+    zero = arange_cached(1, inclusive.device, inclusive.dtype)
+    both = torch.cat([zero, inclusive, zero, other[:-1]])
+    return both[: inclusive.numel() + 1], both[inclusive.numel() + 1 :]
+
+
 def select_rows_index(
     checks: DataChecks,
     d: torch.Tensor,
     out_ends: torch.Tensor,
-    out_lengths: torch.Tensor,
     num_rows: int | None,
     arg: str,
     exact: bool = False,
 ) -> torch.Tensor:
     """:func:`rows_gather_index` of a jagged select, with its data checks run: the output has
     ``num_rows`` rows (the argument ``arg``), which must not exceed the selected lengths' sum
-    (``exact``: must equal it) (one ``_assert_async`` round), or, when it is None, that sum, read
-    back to the host with the checks riding on the read."""
+    (``exact``: must equal it), checked on the device, or, when it is None, that sum, read back
+    to the host with the checks riding on the read."""
     if num_rows is None:
         total = checks.read_with([out_ends[-1]])[0]
-        return rows_gather_index(d, out_ends, total, lengths=out_lengths)
+        return rows_gather_index(d, out_ends, total, clamp=validation_enabled())
     if validation_enabled():
         if exact:
             what = f"argument '{arg}' ({num_rows}) must equal the sum of the selected lengths"
@@ -124,164 +163,28 @@ def select_rows_index(
             what = f"argument '{arg}' ({num_rows}) must not exceed the sum of the selected lengths"
             checks.add(out_ends[-1], num_rows, None, what)
         checks.assert_on_device()
-    return rows_gather_index(d, out_ends, num_rows)  # a given size may truncate: searchsorted
-
-
-def contiguous(boundaries: torch.Tensor) -> torch.Tensor:
-    """``searchsorted`` wants contiguous boundaries (else it warns and copies): a ``clone`` of a
-    strided input, nothing otherwise."""
-    return boundaries if boundaries.is_contiguous() else boundaries.contiguous()
+    # a size that may stop short of the last end (a truncated output) keeps the clamp
+    return rows_gather_index(d, out_ends, num_rows, clamp=validation_enabled() or not exact)
 
 
 def rows_gather_index(
-    d: torch.Tensor,
-    out_ends: torch.Tensor,
-    num_rows: int,
-    clamp: bool = False,
-    lengths: torch.Tensor | None = None,
+    d: torch.Tensor, out_ends: torch.Tensor, num_rows: int, clamp: bool = True
 ) -> torch.Tensor:
     """``src[r] = r + d[s(r)]`` for output rows ``r < num_rows``, ``s(r)`` the segment holding r.
 
-    ``out_ends`` are the inclusive ends of the output segments (non-decreasing), ``d`` one start
-    distance per segment (``input start - output start``).  With ``lengths`` (the output
-    segments' lengths, summing to exactly ``num_rows``) ``d`` is repeated over each segment with
-    ``repeat_interleave`` (``output_size`` given: no sync; linear work).  Without, ``s(r)`` is
-    ``searchsorted(out_ends, r, right=True)`` (after a copy when ``out_ends`` is strided), so
-    ``num_rows`` may stop short of ``out_ends[-1]`` (a truncated output); ``clamp`` keeps ``s``
-    inside ``d`` for rows past the last end (invalid input, refused by the caller's checks before
-    the index is used).  Launches: ``arange``, then ``repeat_interleave`` or ``searchsorted`` and
-    a gather, then ``add_``; ``clamp`` adds a ``clamp_max_``.
+    ``out_ends`` are the inclusive ends of the ``S`` output segments (non-decreasing), ``d`` one
+    start distance per segment (``input start - output start``).  ``s(r) = #{s < S - 1 :
+    out_ends[s] <= r}`` (:func:`count_le` of all ends but the last): the segment of every row
+    before ``out_ends[-1]``, so ``num_rows`` may stop short of it (a truncated output), and never
+    past ``S - 1``, so rows past the last end (invalid input, refused by the caller's checks)
+    still gather inside ``d``.  ``src`` has ``d``'s dtype (int32 where the caller's sizes allow:
+    :func:`scan_dtype`).  ``clamp``: the ends may pass ``num_rows`` (a truncated output, or bad
+    data while validating); without, they must not (all rows, trusted or checked data).
+    Launches: ``count_le`` (3, or 2 without the clamp), the gather of ``d``, ``add_`` of a cached
+    ``arange``: 5 (4).
     """
-    rows = torch.arange(num_rows, dtype=out_ends.dtype, device=out_ends.device)
-    if lengths is not None:
-        return torch.repeat_interleave(d, lengths, output_size=num_rows).add_(rows)
-    seg = torch.searchsorted(contiguous(out_ends), rows, right=True)
-    if clamp:
-        seg = seg.clamp_max_(max(d.numel() - 1, 0))
-    src = d.index_select(0, seg)
-    return src.add_(rows)
-
-
-# ---- row selection from tables stored back to back (batch / group index select) -------------
-
-
-@dataclass
-class TableGather:
-    """How to gather selected rows from tables stored back to back in one flat buffer.
-
-    ``src`` indexes ``buffer.view(-1, unit)``: rows when every table has the same row width
-    (``unit`` = that width), single elements otherwise (``unit`` = 1).
-    """
-
-    src: torch.Tensor
-    unit: int
-
-
-def _add_row_check(
-    checks: DataChecks | None, indices: torch.Tensor, limits: torch.Tensor, arg: str
-) -> None:
-    """``0 <= indices[k] < limits[k]`` (``limits`` broadcast to ``indices``): an ``amin``, a
-    subtraction and an ``amax``, checked with the call's other conditions."""
-    if checks is None:
-        return
-    what = f"argument '{arg}' must hold row indices in [0, rows) of their table"
-    checks.add(indices.amin(), 0, None, what)
-    checks.add((indices - limits).amax(), None, -1, what)
-
-
-def table_gather(
-    indices: torch.Tensor,
-    rows: Sequence[int],
-    cols: Sequence[int],
-    counts: Sequence[int],
-    checks: DataChecks | None,
-    arg: str,
-) -> TableGather:
-    """Gather index for ``counts[t]`` rows of table ``t`` (shape ``(rows[t], cols[t])``), the
-    selected rows (``indices``, back to back per table) laid out table after table.
-
-    Same row width ``C`` everywhere: ``src[k] = indices[k] + R[t]`` (``R[t]`` the table's first
-    row): a host-to-device copy of the per-table constants, ``repeat_interleave`` of them to the
-    selected rows, ``add``.  Otherwise per run of ``g`` elements (``g`` the gcd of the widths,
-    ``C[t]`` counted in runs) ``src[e] = e + d[k]``, ``d[k] = A[t] + (indices[k] - k) * C[t]``
-    (``A[t]`` a host constant of the shapes): the copy, ``repeat_interleave``, ``arange``,
-    ``sub``, ``addcmul``, ``repeat_interleave`` to the elements, ``arange``, ``add_``.  The index
-    check (:func:`_add_row_check`) comes on top.
-    """
-    device = indices.device
-    n_sel = indices.numel()
-    if len(set(cols)) == 1 and cols[0] > 0:
-        meta = torch.tensor([exclusive_cumsum(rows), list(rows), list(counts)], dtype=torch.int64)
-        meta = meta.to(device)
-        per_row = torch.repeat_interleave(meta[:2], meta[2], dim=1, output_size=n_sel)
-        _add_row_check(checks, indices, per_row[1], arg)
-        return TableGather(indices + per_row[0], cols[0])
-    unit, m = _units(cols)
-    starts = exclusive_cumsum([r * c for r, c in zip(rows, m, strict=True)])
-    out_starts = exclusive_cumsum([n * c for n, c in zip(counts, m, strict=True)])
-    sel_starts = exclusive_cumsum(counts)
-    a = [s - o + k * c for s, o, k, c in zip(starts, out_starts, sel_starts, m, strict=True)]
-    meta = torch.tensor([a, m, list(rows), list(counts)], dtype=torch.int64).to(device)
-    per_row = torch.repeat_interleave(meta[:3], meta[3], dim=1, output_size=n_sel)
-    _add_row_check(checks, indices, per_row[2], arg)
-    k = torch.arange(n_sel, dtype=torch.int64, device=device)
-    d = torch.addcmul(per_row[0], indices - k, per_row[1])
-    total = sum(n * c for n, c in zip(counts, m, strict=True))
-    src = torch.repeat_interleave(d, per_row[1], output_size=total)
-    return TableGather(src.add_(torch.arange(total, dtype=torch.int64, device=device)), unit)
-
-
-def _units(cols: Sequence[int]) -> tuple[int, list[int]]:
-    """(``g``, ``cols / g``) for ``g`` the gcd of the widths: rows of mixed widths are gathered
-    in runs of ``g`` elements (``g`` = 64 for widths 64 and 128), not element by element."""
-    g = math.gcd(*cols) if cols else 1
-    g = max(g, 1)
-    return g, [c // g for c in cols]
-
-
-def table_gather_permuted(
-    indices: torch.Tensor,
-    rows: Sequence[int],
-    cols: Sequence[int],
-    n: int,
-    checks: DataChecks | None,
-    arg: str,
-) -> TableGather:
-    """As :func:`table_gather` with ``n`` rows per table laid out ``[n, sum(cols)]``: row ``i``
-    of the output holds ``table_t[indices[t * n + i]]`` for every ``t``, side by side.
-
-    Same row width: ``src[i, t] = indices[t * n + i] + R[t]``: the constants copy and an ``add``
-    into a contiguous buffer (the transposed view is free).  Otherwise per (``i``, ``t``):
-    ``d = (O[t] - D[t]) + idx * C[t] - i * sum(C)`` (``D[t]`` the table's first output column):
-    the constants copy, ``arange`` and ``sub`` (the ``(n, T)`` base), ``addcmul``, the repeats'
-    ``clone``, ``repeat_interleave``, ``arange``, ``add_``.  The index check
-    (:func:`_add_row_check`) comes on top.
-    """
-    device = indices.device
-    n_t = len(rows)
-    idx2d = indices.view(n_t, n).t()  # (n, T): row i, table t
-    if len(set(cols)) == 1 and cols[0] > 0:
-        meta = torch.tensor([exclusive_cumsum(rows), list(rows)], dtype=torch.int64).to(device)
-        _add_row_check(checks, idx2d, meta[1].view(1, -1), arg)
-        src = torch.empty((n, n_t), dtype=torch.int64, device=device)
-        torch.add(idx2d, meta[0].view(1, -1), out=src)
-        return TableGather(src.view(-1), cols[0])
-    unit, m = _units(cols)
-    width = sum(m)
-    starts = exclusive_cumsum([r * c for r, c in zip(rows, m, strict=True)])
-    b = [s - c for s, c in zip(starts, exclusive_cumsum(m), strict=True)]
-    meta = torch.tensor([b, m, list(rows)], dtype=torch.int64).to(device)
-    _add_row_check(checks, idx2d, meta[2].view(1, -1), arg)
-    # the (n, T) base first: elementwise outputs take the layout of their first full operand,
-    # so d is row-major although idx2d is transposed (an out= would be, in eager only: under
-    # functionalization the result keeps idx2d's strides)
-    row_starts = torch.arange(0, n * width, width, dtype=torch.int64, device=device)
-    base = meta[0].view(1, -1) - row_starts.view(-1, 1)
-    d = torch.addcmul(base, idx2d, meta[1].view(1, -1))
-    repeats = meta[1].view(1, -1).expand(n, n_t).reshape(-1)
-    total = n * width
-    src = torch.repeat_interleave(d.reshape(-1), repeats, output_size=total)
-    return TableGather(src.add_(torch.arange(total, dtype=torch.int64, device=device)), unit)
+    seg = count_le(out_ends[:-1], num_rows, clamp=clamp)
+    return d.index_select(0, seg).add_(arange_cached(num_rows, d.device, d.dtype))
 
 
 def index_range(checks: DataChecks, indices: torch.Tensor, n: int, arg: str) -> torch.Tensor:

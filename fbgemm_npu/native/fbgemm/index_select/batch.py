@@ -5,7 +5,7 @@ The op selects rows of ``T`` tables stored back to back in one flat ``inputs`` (
 table) and returns them flat, table after table; with ``permute_output_dim_0_1`` the output is
 ``[n, sum(input_columns)]`` flattened (row ``i`` of every table side by side).  Output element
 ``e`` of selected row ``k`` (table ``t``, column ``c``) reads ``inputs[O[t] + indices[k] * C[t] +
-c]``; :func:`._utils.table_gather` builds that index with the same ops whatever ``T`` (no loop
+c]``; :func:`._tables.table_gather` builds that index with the same ops whatever ``T`` (no loop
 over tables), per row when every table has the same width, per element otherwise.  The backward
 scatters the output gradient back with one ``index_add_`` (upstream CPU's formula), reusing the
 forward's gather index.
@@ -39,6 +39,7 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
+from fbgemm_npu.native.fbgemm.index_select import _tables
 from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = ["KERNELS", "batch_index_select_dim0_npu"]
@@ -99,15 +100,15 @@ def _gather_index(
     input_rows: Sequence[int],
     input_columns: Sequence[int],
     permute_output_dim_0_1: bool,
-) -> _u.TableGather:
+) -> _tables.TableGather:
     """The gather index (data checks asserted before it is returned)."""
     checks = DataChecks(BATCH_INDEX_SELECT_DIM0) if validation_enabled() else None
     if permute_output_dim_0_1:
-        plan = _u.table_gather_permuted(
+        plan = _tables.table_gather_permuted(
             indices, input_rows, input_columns, input_num_indices[0], checks, "indices"
         )
     else:
-        plan = _u.table_gather(
+        plan = _tables.table_gather(
             indices, input_rows, input_columns, input_num_indices, checks, "indices"
         )
     if checks is not None:
@@ -125,8 +126,8 @@ def batch_index_select_dim0_npu(
 ) -> torch.Tensor:
     """The selected rows of every table, flat (see the module docstring); ``inputs``' dtype.
 
-    Launches: the gather index (:func:`._utils.table_gather` or
-    :func:`._utils.table_gather_permuted`) and the gather.  Launches and syncs: ``BUDGETS`` in
+    Launches: the gather index (:func:`._tables.table_gather` or
+    :func:`._tables.table_gather_permuted`) and the gather.  Launches and syncs: ``BUDGETS`` in
     ``budgets.py`` (docs/ops.md).
     """
     args = (input_num_indices, input_rows, input_columns, permute_output_dim_0_1)
@@ -178,7 +179,7 @@ def _batch_index_select_dim0_autograd(
         return below_autograd(torch.ops.fbgemm.batch_index_select_dim0, inputs, indices, *args)
     _, indices_t = _check_args(inputs, indices, *args)
     if indices_t.numel() == 0:
-        plan = _u.TableGather(torch.zeros(0, dtype=torch.int64, device=inputs.device), 1)
+        plan = _tables.TableGather(torch.zeros(0, dtype=torch.int64, device=inputs.device), 1)
     else:
         plan = below_autograd(_gather_index, indices_t, *args)
     return _GatherUnits.apply(inputs, plan.src, plan.unit)

@@ -13,49 +13,75 @@ from __future__ import annotations
 from fbgemm_npu.native.family import Budget
 
 BUDGETS: dict[str, Budget] = {
-    # the lengths gather, two cumsums, a gather and a difference for the start distances, four
-    # for the row index, the row gather.  Checks 11 (unsized 6), were 9 (4): an amin of each
+    # the lengths gather, two int32 cumsums, a gather and a difference for the start distances,
+    # five for the row index (rows_gather_index: the segment of every row by clamp + int32
+    # index_add + cumsum, was an AI-CPU searchsorted; unsized, no clamp: the read size is the
+    # last end), the row gather: 11 (was 10 with 3 AI-CPU launches: two int64 cumsums, the
+    # searchsorted or repeat_interleave).  Checks 11 (unsized 6), were 9 (4): an amin of each
     # cumsum, as int32 lengths summing past 2**31 wrap to a last sum that looked in range.
     # Backward: zeros + index_add_ with the forward's gather index ("backward"); unsized, the
     # forward is the op itself (traceable: its fake sizes it), so the backward rebuilds the index
-    # first: two cumsums, a gather, a difference, four for the row index (was 3 with a zeros
-    # for the output lengths' gradient, now not materialized; not traceable unsized)
+    # first: two cumsums, a gather, a difference, four for the row index (no clamp: the forward
+    # checked the data)
     "fbgemm::jagged_index_select": Budget(
-        launches=10,
+        launches=11,
         checks=11,
         syncs=0,
         syncs_unsized=1,
+        ai_cpu=0,
         paths={"no_num_dense_output_rows": 10, "backward": 2, "backward_unsized": 10},
         path_checks={"no_num_dense_output_rows": 6, "backward": 0, "backward_unsized": 0},
+        note=(
+            "AI CPU 0 with int32 and int64 lengths: int32 scans while len(indices) * "
+            "values.size(0) and the output size are below 2**31 (int64 scans, on the AI CPU, "
+            "above), the segment of every row by an int32 index_add + cumsum"
+        ),
     ),
-    # the output size given, a repeat_interleave builds the row index (no searchsorted + gather)
+    # both offsets' starts in one cat behind a cached zero (was two AI-CPU int64 pads), a gather
+    # and a difference, five for the row index (unsized four: no clamp), the row gather
     "fbgemm::jagged_index_select_2d_forward_v2": Budget(
         launches=9,
         checks=12,
         syncs=0,
         syncs_unsized=1,
-        paths={"no_num_dense_output_rows": 10},
+        ai_cpu=0,
+        paths={"no_num_dense_output_rows": 8},
         path_checks={"no_num_dense_output_rows": 7},
     ),
-    "fbgemm::jagged_index_add_2d_forward_v2": Budget(launches=10, checks=12),
-    # segment ids (arange + add), the lengths gather, the row index, the gathers: one per output.
-    # Checks 14 (unsized 9), were 12 (7): an aminmax of all of offsets (int32 offsets that pass
-    # 2**31 wrap negative with steps that still match the lengths) and an amin of the selected
-    # lengths' cumsum (the same wrap); selected_lengths_sum is now held equal to the selected
-    # total (was: not above it) at no cost.  Backward as jagged_index_select's: 2 sized; unsized
-    # the index is rebuilt first (segment ids 2, a cumsum, a gather, a difference, four for the
-    # row index; was 3, not traceable)
+    # the select's program with the offsets' roles swapped, then zeros + index_add_; int64
+    # values add with an int64 index_add_, which has no AI-Core kernel on a 910B
+    "fbgemm::jagged_index_add_2d_forward_v2": Budget(
+        launches=10,
+        checks=12,
+        ai_cpu=0,
+        paths={"int64_values": 10},
+        path_ai_cpu={"int64_values": 1},
+        note=(
+            "int64 values: the index_add_ of the rows runs on the AI CPU (no AI-Core int64 "
+            "index_add on a 910B); a fused kernel is the remedy"
+        ),
+    ),
+    # the selected segments (one add of a cached arange's strided view), the lengths gather, an
+    # int32 cumsum, a gather and a difference, four for the row index (no clamp: the selected
+    # sum is the output size), the gathers: one per output (was 12 with 2 AI-CPU launches: an
+    # int64 cumsum and a repeat_interleave).  Checks 14 (unsized 9), were 12 (7): an aminmax
+    # of all of offsets (int32 offsets that pass 2**31 wrap negative with steps that still
+    # match the lengths) and an amin of the selected lengths' cumsum (the same wrap);
+    # selected_lengths_sum is now held equal to the selected total (was: not above it) at no
+    # cost.  Backward as jagged_index_select's: 2 sized; unsized the index is rebuilt first (the
+    # selected segments 1, a cumsum, a gather, a difference, four for the row index)
     "fbgemm::keyed_jagged_index_select_dim1": Budget(
-        launches=12,
+        launches=11,
         checks=14,
         syncs=0,
         syncs_unsized=1,
+        ai_cpu=0,
         paths={
-            "no_weights": 11,
-            "no_selected_lengths_sum": 12,
-            "no_weights + no_selected_lengths_sum": 11,
+            "no_weights": 10,
+            "no_selected_lengths_sum": 11,
+            "no_weights + no_selected_lengths_sum": 10,
             "backward": 2,
-            "backward_unsized": 11,
+            "backward_unsized": 10,
         },
         path_checks={
             "no_selected_lengths_sum": 9,
@@ -64,14 +90,17 @@ BUDGETS: dict[str, Budget] = {
             "backward_unsized": 0,
         },
     ),
-    # mixed row widths: a 10-launch element index and the gather; permuted a 9-launch one (was
-    # 10: its (n, T) start distances are one addcmul onto a row-major base, no out= that
-    # functionalization lays out transposed); one width: a 4-launch row index (2 permuted);
-    # backward: zeros + index_add_, nothing to check
+    # per-table constants reach the selected rows by _tables.segment_table (a pinned upload,
+    # int32 index_add + cumsum; was a blocking upload and an AI-CPU repeat_interleave).  Mixed
+    # row widths: a 10-launch element index and the gather; permuted: every output row has the
+    # same runs, so a 3-launch index (upload of per-run constants, a gather of the index
+    # columns, an addcmul; was 9); one width: a 4-launch row index (2 permuted); backward:
+    # zeros + index_add_, nothing to check
     "fbgemm::batch_index_select_dim0": Budget(
         launches=11,
         checks=9,
-        paths={"permuted": 10, "one_width": 5, "one_width_permuted": 3, "backward": 2},
+        ai_cpu=0,
+        paths={"permuted": 4, "one_width": 5, "one_width_permuted": 3, "backward": 2},
         path_checks={"backward": 0},
     ),
     # Per distinct input dtype: the members of one dtype are concatenated and gathered at once
@@ -84,60 +113,88 @@ BUDGETS: dict[str, Budget] = {
     "fbgemm::group_index_select_dim0": Budget(
         launches=14,
         checks=9,
+        ai_cpu=0,
         per="distinct dtype",
         paths={"one_width": 8, "one_member": 1, "two_dtypes": 14, "transposed_members": 18},
         path_checks={"one_member": 7, "two_dtypes": 12},
         target=12,
         note=(
             "members of mixed row widths are concatenated before one gather reads them all, and "
-            "the gathered rows are split into one tensor per output; a fused kernel reading the "
-            "members in place and writing each output (as upstream's CUDA kernel) closes it"
+            "the gathered rows are split into one tensor per output; the element index is 10 "
+            "launches (the table constants per row, the row of every run of g elements by an "
+            "int32 index_add + cumsum: no AI-CPU repeat_interleave, no blocking upload); a fused "
+            "kernel reading the members in place and writing each output (as upstream's CUDA "
+            "kernel) closes it"
         ),
     ),
-    "fbgemm::offsets_range": Budget(launches=6, checks=8),
-    # checks 8 (no shape: 3), were 7 (2): an amin of the lengths' cumsum, which int32 lengths
-    # summing past 2**31 wrap (the last sum alone can look right)
+    # the segment of every position (int32 index_add + cumsum; validating, a clamp first), the
+    # starts' gather, a sub from a cached arange (was 6 with 2 AI-CPU launches: an int64 pad and
+    # a repeat_interleave)
+    "fbgemm::offsets_range": Budget(launches=4, checks=8, ai_cpu=0),
+    # the ends' int32 cumsum, the lengths' cast to int32, an index_add of them at the ends and
+    # its cumsum (the starts), a sub from a cached arange: 5 (was 6 with 3 AI-CPU launches: an
+    # int64 cumsum and pad, a repeat_interleave); int32 t_in: 4 (no cast).  No shape: an int64
+    # sum read back first (exact: it decides the scans' dtype).  Checks 8 (no shape: 3), were
+    # 7 (2): an amin of the lengths' cumsum, which int32 lengths summing past 2**31 wrap (the
+    # last sum alone can look right)
     "fbgemm::lengths_range": Budget(
-        launches=6,
+        launches=5,
         checks=8,
         syncs=0,
         syncs_unsized=1,
+        ai_cpu=0,
         paths={"no_shape": 6},
         path_checks={"no_shape": 3},
     ),
     "fbgemm::lengths_range_out": Budget(
-        launches=6,
+        launches=5,
         checks=8,
         syncs=0,
         syncs_unsized=1,
+        ai_cpu=0,
         paths={"no_shape": 6},
         path_checks={"no_shape": 3},
     ),
-    # half types sum in a float32 accumulator (two casts); "no_cast": float32 and integer
-    # values, whose inner buckets are cloned out (was 5: the output was a slice of the buckets
-    # at storage offset 1); "no_segments": batch_size <= 0 or fewer than two boundaries, zeros
+    # the segment of every row of batch_size elements (int32 index_add + cumsum; was an AI-CPU
+    # searchsorted of every element), the rows' sum (half types into float32: the cast rides
+    # on it, was two casts over target 6), zeros, index_add_, the inner buckets copied out (the
+    # cast back, or a clone for "no_cast": float32 and integer values; was 5 as a slice of the
+    # buckets at storage offset 1); "no_segments": batch_size <= 0 or fewer than two
+    # boundaries, zeros; "int64_values": their index_add_ has no AI-Core kernel on a 910B
     "fbgemm::segment_sum_csr": Budget(
-        launches=7,
+        launches=6,
         checks=8,
-        paths={"no_cast": 6, "no_segments": 1},
+        ai_cpu=0,
+        paths={"no_cast": 6, "no_segments": 1, "int64_values": 6},
         path_checks={"no_segments": 0},
-        target=6,
-        note="float16 / bfloat16 sum in a float32 accumulator: two casts; a fused kernel closes it",
+        path_ai_cpu={"int64_values": 1},
+        note=(
+            "int64 values: the index_add_ of the rows' sums runs on the AI CPU (no AI-Core int64 "
+            "index_add on a 910B); a fused kernel is the remedy"
+        ),
     ),
-    # linearize 5, unique 1, delinearize 3 (searchsorted of the owners, gather, sub: upstream's
-    # reading of an id past its feature's size; was a 1-launch scatter of indices), lengths 11,
-    # offsets 2; unique reads its output size back (no sync without indices).  Strided offsets
-    # are copied once for searchsorted.  Checks 15, were 12: every linear id inside
+    # linearize 4 (the feature of every index by int32 index_add + cumsum of every B-th offset:
+    # strided offsets need no copy), the merged keys 2, unique 1, below / owners / reverse index
+    # / unique ids read from the merged order 8 (was two AI-CPU searchsorted), lengths 10,
+    # offsets 2 (an int32 cumsum widened by a cat; was an AI-CPU int64 cumsum); unique reads its
+    # output size back (no sync without indices).  Checks 15, were 12: every linear id inside
     # [hsc[0], hsc[T]) (an aminmax and two differences), else the lengths miss ids
     "fbgemm::jagged_unique_indices": Budget(
-        launches=22,
+        launches=28,
         checks=15,
         syncs=1,
-        paths={"strided_offsets": 23},
+        ai_cpu=1,
+        paths={"strided_offsets": 28},
         target=20,
         note=(
-            "the delinearization by owner feature (3 launches, upstream's) and strided offsets' "
-            "copy for searchsorted take it past the catalogue's 20; a fused kernel closes it"
+            "AI CPU 1: torch.unique (_unique2) has no AI-Core kernel on a 910B, and the contract "
+            "needs the number of unique ids (a sort of float keys is exact only below 2**24, "
+            "and no size bounds the ids: hash_size_cumsum is data); the feature boundaries go "
+            "into the same unique (keys id * (T + 2) + T + 1, boundary hsc[t] * (T + 2) + t), so "
+            "the owners and group counts need no searchsorted (was 6 AI-CPU launches at 22).  "
+            "Over the catalogue's 20: the merged order is decoded by index_add + cumsum, two "
+            "index_copy_ and gathers (8 launches), the per-group lengths take 10; a fused "
+            "kernel closes it"
         ),
     ),
 }

@@ -3,7 +3,7 @@
 Output ``i`` is ``input_group[i].index_select(0, indices_group[i])`` (any rank, any dtype; the
 group may mix dtypes and index types).  Rather than one gather per member, the members of one
 dtype are concatenated (as rows when they share a row width, flat otherwise) and gathered once
-with :func:`._utils.table_gather` (the ``batch_index_select_dim0`` program), and one
+with :func:`._tables.table_gather` (the ``batch_index_select_dim0`` program), and one
 ``split_with_sizes_copy`` gives every output its own tensor (views of one buffer would alias each
 other, which a custom op's outputs must not).  The backward scatters every output gradient back
 with one ``index_add_`` per dtype, split into one gradient per input.
@@ -38,6 +38,7 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
+from fbgemm_npu.native.fbgemm.index_select import _tables
 from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = ["KERNELS", "group_index_select_dim0_npu"]
@@ -45,7 +46,7 @@ __all__ = ["KERNELS", "group_index_select_dim0_npu"]
 GROUP_INDEX_SELECT_DIM0 = "fbgemm::group_index_select_dim0"
 
 # (members of one dtype, the gather plan over their concatenation)
-Plan = list[tuple[list[int], _u.TableGather]]
+Plan = list[tuple[list[int], _tables.TableGather]]
 
 
 def _check_group(
@@ -93,7 +94,7 @@ def _plan(inputs: list[torch.Tensor], indices: list[torch.Tensor]) -> Plan:
         counts = [int(indices[i].numel()) for i in members]
         if sum(counts) == 0:
             empty = torch.zeros(0, dtype=torch.int64, device=inputs[0].device)
-            plans.append((members, _u.TableGather(empty, 1)))
+            plans.append((members, _tables.TableGather(empty, 1)))
             continue
         # host constants of the shapes (int(): a traced SymInt specializes, as the plan's
         # host arithmetic needs concrete sizes)
@@ -106,10 +107,11 @@ def _plan(inputs: list[torch.Tensor], indices: list[torch.Tensor]) -> Plan:
                 what = f"argument 'indices_group[{i}]' must hold row indices in [0, {rows[0]})"
                 checks.add(low, 0, None, what)
                 checks.add(high, None, rows[0] - 1, what)
-            plans.append((members, _u.TableGather(indices[i], cols[0])))
+            plans.append((members, _tables.TableGather(indices[i], cols[0])))
             continue
         idx = torch.cat([indices[i] for i in members]) if len(members) > 1 else indices[members[0]]
-        plans.append((members, _u.table_gather(idx, rows, cols, counts, checks, "indices_group")))
+        plan = _tables.table_gather(idx, rows, cols, counts, checks, "indices_group")
+        plans.append((members, plan))
     if checks is not None:
         checks.assert_on_device()
     return plans

@@ -7,9 +7,18 @@ A jagged tensor is ``values`` (one row per element) cut into segments; selecting
 
     src[r] = r + d[s],   d[s] = (start of input segment indices[s]) - (start of output segment s)
 
-``s = searchsorted(output_ends, r, right=True)``; every op below is a few ops building ``d``,
-then :func:`~fbgemm_npu.native.fbgemm.index_select._utils.rows_gather_index` and one gather.  The
-backward (``jagged_index_add``) is the adjoint: ``zeros.index_add_(0, src, grad)``.
+``s`` the number of output segments ending at or before ``r``; every op below is a few ops
+building ``d``, then :func:`~fbgemm_npu.native.fbgemm.index_select._utils.rows_gather_index` (the
+segment of every row by an int32 ``index_add`` + ``cumsum``: no ``searchsorted`` or
+``repeat_interleave``, which a 910B runs on its AI CPU) and one gather.  The backward
+(``jagged_index_add``) is the adjoint: ``zeros.index_add_(0, src, grad)``.
+
+Index arithmetic is int32 where the host sees from sizes alone that it fits
+(:func:`~fbgemm_npu.native.fbgemm.index_select._utils.scan_dtype`): ``jagged_index_select``'s
+scans when ``len(indices) * values.size(0)`` (a bound on the selected lengths' sum) and the
+output size are below 2**31, else int64 (AI CPU on a 910B, never a wrap).  The v2 ops' offsets
+are int64 (their contract): their starts are a ``cat`` behind a cached zero, not an int64
+``constant_pad_nd`` (AI CPU).
 
 Semantics measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0) and read from its CUDA ones:
 
@@ -43,7 +52,6 @@ from __future__ import annotations
 import functools
 
 import torch
-import torch.nn.functional as nnf
 
 from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
@@ -110,11 +118,10 @@ def jagged_index_select_2d_forward_v2_npu(
     Offsets are inclusive ends: segment ``j`` of the input spans
     ``[input_offsets[j-1], input_offsets[j])`` (``input_offsets[-1] := 0``), likewise the output.
     Returns ``(num_dense_output_rows, values.size(1))`` of ``values``' dtype.
-    Launches: two pads for the starts, a gather and a difference for ``d``, the ``src`` index
-    (:func:`~fbgemm_npu.native.fbgemm.index_select._utils.rows_gather_index`), the row gather;
-    when the size is read, also the output lengths' difference, for a linear-work
-    ``repeat_interleave`` instead of a ``searchsorted``.  ``num_dense_output_rows`` None reads
-    the size back to the host.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+    Launches: one ``cat`` for the starts (``_utils.segment_starts``), a gather and a difference
+    for ``d``, the ``src`` index (5: ``_utils.rows_gather_index``; 4 unsized, no clamp), the row
+    gather: 9.  ``num_dense_output_rows`` None reads the size back to the host.  Launches and
+    syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = JAGGED_INDEX_SELECT_2D_FORWARD_V2
     values, indices, input_offsets, output_offsets = _check_v2_args(
@@ -144,13 +151,12 @@ def jagged_index_select_2d_forward_v2_npu(
     validate = validation_enabled()
     checks = DataChecks(op)
     idx = _u.index_range(checks, indices, b_in, "indices")
-    in_pad = nnf.pad(input_offsets, (1, 0))  # in_pad[j]: start of input segment j
-    out_pad = nnf.pad(output_offsets, (1, 0))
+    in_pad, out_starts = _u.segment_starts(input_offsets, output_offsets)  # in_pad[j]: a start
     starts = in_pad.index_select(0, idx)
-    d = starts - out_pad[:-1]
+    d = starts - out_starts
     n_rows = values.size(0)
     if validate:
-        out_len = out_pad[1:] - out_pad[:-1]
+        out_len = output_offsets - out_starts
         what = "argument 'output_offsets' must be non-decreasing and non-negative"
         checks.add(out_len.amin(), 0, None, what)
     if num_dense_output_rows is None:
@@ -162,14 +168,13 @@ def jagged_index_select_2d_forward_v2_npu(
             )
             checks.add((starts + out_len).amax(), None, n_rows, what)
         total = checks.read_with([output_offsets[-1]])[0]
-        out_len = out_len if validate else out_pad[1:] - out_pad[:-1]
-        src = _u.rows_gather_index(d, output_offsets, total, lengths=out_len)
+        src = _u.rows_gather_index(d, output_offsets, total, clamp=validate)
     else:
         total = num_dense_output_rows
         # the size is checked against the offsets with the other conditions, after the index is
         # built: a size no memory holds fails here first, named
         with allocation_of(op, f"the output of 'num_dense_output_rows' = {total} rows"):
-            src = _u.rows_gather_index(d, output_offsets, total, clamp=validate)
+            src = _u.rows_gather_index(d, output_offsets, total)
         if validate:
             what = f"argument 'num_dense_output_rows' ({total}) must not exceed output_offsets[-1]"
             checks.add(output_offsets[-1], total, None, what)
@@ -195,9 +200,11 @@ def jagged_index_add_2d_forward_v2_npu(
     is ``start of output segment indices[s] - start of input segment s``.  Repeated indices add up.
 
     ``num_dense_input_rows`` is not read (upstream's CPU kernel ignores it too).  Float outputs
-    accumulate in their own dtype, as upstream's do.  Launches: two pads, a gather and a difference
-    for ``d``, the destination index, ``zeros``, ``index_add_``.  Launches and syncs: ``BUDGETS`` in
-    ``budgets.py`` (docs/ops.md).
+    accumulate in their own dtype, as upstream's do.  Launches: a ``cat``
+    (``_utils.segment_starts``), a gather and a difference for ``d``, the destination index (5),
+    ``zeros``, ``index_add_``: 10.  int64 ``values`` add with an int64 ``index_add_``, which a
+    910B runs on its AI CPU (it has no AI-Core kernel for it).  Launches and syncs: ``BUDGETS``
+    in ``budgets.py`` (docs/ops.md).
     """
     op = JAGGED_INDEX_ADD_2D_FORWARD_V2
     values, indices, input_offsets, output_offsets = _check_v2_args(
@@ -219,12 +226,11 @@ def jagged_index_add_2d_forward_v2_npu(
     validate = validation_enabled()
     checks = DataChecks(op)
     idx = _u.index_range(checks, indices, output_offsets.numel(), "indices")
-    out_pad = nnf.pad(output_offsets, (1, 0))
-    in_pad = nnf.pad(input_offsets, (1, 0))
-    d = out_pad.index_select(0, idx) - in_pad[:-1]
-    dst = _u.rows_gather_index(d, input_offsets, m, clamp=validate)
+    out_pad, in_starts = _u.segment_starts(output_offsets, input_offsets)
+    d = out_pad.index_select(0, idx) - in_starts
+    dst = _u.rows_gather_index(d, input_offsets, m)
     if validate:
-        in_len = in_pad[1:] - in_pad[:-1]
+        in_len = input_offsets - in_starts
         what = "argument 'input_offsets' must be non-decreasing and non-negative"
         checks.add(in_len.amin(), 0, None, what)
         what = f"argument 'input_offsets' must cover the {m} rows of values"
@@ -252,10 +258,11 @@ def _jagged_select_index(
         raise ValueError(f"{op}: argument 'lengths' is empty but 'indices' selects segments")
     idx = _u.index_range(checks, indices, b_in, "indices")
     out_lengths = lengths.index_select(0, idx)
-    # inclusive sums in lengths' dtype (no cast); d = in_end[idx] - out_end is the start
-    # distance because an output segment has its input segment's length
-    in_incl = torch.cumsum(lengths, 0, dtype=lengths.dtype)
-    out_incl = torch.cumsum(out_lengths, 0, dtype=lengths.dtype)
+    # inclusive sums, int32 where the sizes bound them below 2**31 (_scan_dtypes); d = in_end[idx]
+    # - out_end is the start distance because an output segment has its input segment's length
+    in_dtype, out_dtype = _scan_dtypes(values.size(0), indices.numel(), num_dense_output_rows)
+    in_incl = torch.cumsum(lengths, 0, dtype=in_dtype)
+    out_incl = torch.cumsum(out_lengths, 0, dtype=out_dtype)
     if indices.numel() == 0:
         if num_dense_output_rows is None:
             raise ValueError(
@@ -270,15 +277,27 @@ def _jagged_select_index(
         return torch.zeros(0, dtype=torch.int64, device=values.device), out_lengths
     d = in_incl.index_select(0, idx) - out_incl
     if validate:
-        checks.add(lengths.amin(), 0, None, "argument 'lengths' must be non-negative")
+        low, high = torch.aminmax(lengths)
+        checks.add(low, 0, None, "argument 'lengths' must be non-negative")
+        # every length within values, before the int32 scans narrow int64 lengths
         what = f"argument 'lengths' must not sum past values.size(0) ({values.size(0)})"
+        checks.add(high, None, values.size(0), what)
         checks.add(in_incl[-1], None, values.size(0), what)
         # sums of non-negative terms wrap to a negative one first: the last sum alone is no proof
-        checks.add(in_incl.amin(), 0, None, _u.sum_fits("lengths", lengths.dtype))
-        checks.add(out_incl.amin(), 0, None, _u.sum_fits("lengths[indices]", lengths.dtype))
+        checks.add(in_incl.amin(), 0, None, _u.sum_fits("lengths", in_dtype))
+        checks.add(out_incl.amin(), 0, None, _u.sum_fits("lengths[indices]", out_dtype))
     size_arg = "num_dense_output_rows"
-    src = _u.select_rows_index(checks, d, out_incl, out_lengths, num_dense_output_rows, size_arg)
+    src = _u.select_rows_index(checks, d, out_incl, num_dense_output_rows, size_arg)
     return src, out_lengths
+
+
+def _scan_dtypes(n_in: int, n_sel: int, num_rows: int | None) -> tuple[torch.dtype, torch.dtype]:
+    """The dtypes of ``jagged_index_select``'s two scans, from sizes (host): the input lengths sum
+    to at most ``values.size(0)`` (``n_in``, checked), so each length is at most that and the
+    ``n_sel`` selected ones sum to at most ``n_sel * n_in``.  int32 below 2**31 (the output rows'
+    index too: ``num_rows``), int64 above (AI CPU on a 910B; exact)."""
+    rows = 0 if num_rows is None else num_rows
+    return _u.scan_dtype(n_in), _u.scan_dtype(max(n_sel, 1) * n_in, rows)
 
 
 def _check_jagged_select_args(
@@ -320,17 +339,17 @@ def _select_src(
     out_lengths: torch.Tensor,
     num_rows: int,
     *,
-    exact: bool,
+    n_in: int,
 ) -> torch.Tensor:
     """The backward's gather index of ``jagged_index_select`` (the forward checked the data):
-    :func:`_jagged_select_index`'s ``src`` for ``num_rows`` output rows, all of the selected rows
-    when ``exact`` (``repeat_interleave``), a truncated output otherwise (``searchsorted``).
-    Launches: two cumsums, a gather and a difference, the row index (4), then the backward's
-    ``zeros`` and ``index_add_``: 10 in all."""
-    in_incl = torch.cumsum(lengths, 0, dtype=lengths.dtype)
-    out_incl = torch.cumsum(out_lengths, 0, dtype=lengths.dtype)
+    :func:`_jagged_select_index`'s ``src`` for all ``num_rows`` selected rows (``n_in`` the
+    forward's ``values.size(0)``; the selected lengths sum to exactly ``num_rows``, which bounds
+    the output scan).  Launches: two cumsums, a gather and a difference, the row index (5), then
+    the backward's ``zeros`` and ``index_add_``: 11 in all."""
+    in_incl = torch.cumsum(lengths, 0, dtype=_u.scan_dtype(n_in))
+    out_incl = torch.cumsum(out_lengths, 0, dtype=_u.scan_dtype(num_rows))
     d = in_incl.index_select(0, indices) - out_incl
-    return _u.rows_gather_index(d, out_incl, num_rows, lengths=out_lengths if exact else None)
+    return _u.rows_gather_index(d, out_incl, num_rows, clamp=False)
 
 
 def _jagged_index_select_autograd(
@@ -362,7 +381,7 @@ def _jagged_index_select_autograd(
     def call(x: torch.Tensor) -> list[torch.Tensor]:
         return below_autograd(torch.ops.fbgemm.jagged_index_select, x, *args)
 
-    index = functools.partial(_select_src, exact=True)
+    index = functools.partial(_select_src, n_in=values.size(0))
     return list(_u.SelectedRows.apply(values, call, index, (lengths, indices)))
 
 

@@ -18,9 +18,14 @@ past a larger one: both refused, as the permutes' ``permuted_lengths_sum`` is); 
 2**31, negative lengths, selected lengths whose int32 sum wraps) is refused by folded device
 checks (``FBGEMM_NPU_VALIDATE=0`` skips them).
 
-Launches: segment ids (``arange`` + ``add``), the lengths gather, a cumsum, a gather and a
-difference for ``d``, the row index, one gather per output (weights add theirs); without
-``selected_lengths_sum`` the size is read back to the host.  The backward launches ``zeros`` and
+Launches: the selected segments (an ``add`` of a cached ``arange``'s strided view), the lengths
+gather, a cumsum, a gather and a difference for ``d``, the row index (5:
+:func:`~fbgemm_npu.native.fbgemm.index_select._utils.rows_gather_index`, no ``searchsorted`` or
+``repeat_interleave``), one gather per output (weights add theirs); without
+``selected_lengths_sum`` the size is read back to the host.  The cumsum is int32 (AI Core) where
+the host bounds the selected sum below 2**31: by ``selected_lengths_sum``, else by
+``len(indices) * values.numel()`` (each key's samples sum to at most ``values.numel()``); int64
+(AI CPU on a 910B) above.  The backward launches ``zeros`` and
 ``index_add_``, the forward's gather index reused; without ``selected_lengths_sum`` the forward is
 the op itself (traceable: its fake kernel sizes it) and the backward rebuilds the index first.
 Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
@@ -41,6 +46,7 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
+from fbgemm_npu.native._index import arange_cached
 from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 from fbgemm_npu.native.fbgemm.index_select.index_select import VALUE_DTYPES
 
@@ -79,11 +85,9 @@ def _keyed_select_index(
     num_batches = lengths.numel() // batch_size
     k = indices.numel()
     idx = _u.index_range(checks, indices, batch_size, "indices")
-    # segment of (batch n, selected j) = n * batch_size + indices[j]
-    base = torch.arange(0, num_batches * batch_size, batch_size, device=lengths.device)
-    sel = (base.view(-1, 1) + idx.view(1, -1)).view(-1)
+    sel = _selected(lengths.numel(), batch_size, idx)
     out_lengths = lengths.index_select(0, sel)
-    out_incl = torch.cumsum(out_lengths, 0, dtype=lengths.dtype)
+    out_incl = torch.cumsum(out_lengths, 0, dtype=_scan_dtype(values, k, selected_lengths_sum))
     if validate and lengths.numel() > 0:
         steps = offsets[1:] - offsets[:-1]
         mismatch = torch.aminmax(steps - lengths)
@@ -107,13 +111,29 @@ def _keyed_select_index(
         checks.assert_on_device()
         return torch.zeros(0, dtype=torch.int64, device=values.device), out_lengths
     if validate:
-        checks.add(out_incl.amin(), 0, None, _u.sum_fits("lengths[indices]", lengths.dtype))
+        checks.add(out_incl.amin(), 0, None, _u.sum_fits("lengths[indices]", out_incl.dtype))
     d = offsets[1:].index_select(0, sel) - out_incl
     size_arg = "selected_lengths_sum"
-    src = _u.select_rows_index(
-        checks, d, out_incl, out_lengths, selected_lengths_sum, size_arg, exact=True
-    )
+    src = _u.select_rows_index(checks, d, out_incl, selected_lengths_sum, size_arg, exact=True)
     return src, out_lengths
+
+
+def _selected(n_segments: int, batch_size: int, indices: torch.Tensor) -> torch.Tensor:
+    """The input segment of every output segment, ``n * batch_size + indices[j]`` (batch-major),
+    int64: one ``add`` of the batches' first segments (a strided view of a cached ``arange``)."""
+    base = arange_cached(n_segments, indices.device)[::batch_size]
+    return (base.view(-1, 1) + indices.view(1, -1)).view(-1)
+
+
+def _scan_dtype(
+    values: torch.Tensor, n_indices: int, selected_lengths_sum: int | torch.SymInt | None
+) -> torch.dtype:
+    """The selected lengths' scan dtype from sizes (host): their sum is ``selected_lengths_sum``
+    when given (checked), else at most ``n_indices * values.numel()`` (every key's lengths sum to
+    at most ``values.numel()``, checked); int32 below 2**31."""
+    if selected_lengths_sum is not None:
+        return _u.scan_dtype(selected_lengths_sum)
+    return _u.scan_dtype(max(n_indices, 1) * values.numel())
 
 
 def _check_keyed_args(
@@ -193,15 +213,13 @@ def _keyed_src(
     batch_size: int,
 ) -> torch.Tensor:
     """The backward's gather index (the forward checked the data): :func:`_keyed_select_index`'s
-    ``src``, the ``num_rows`` selected values (their sum: exact).  Launches: segment ids
-    (``arange`` + ``add``), a cumsum, a gather and a difference, the row index (4), then the
-    backward's ``zeros`` and ``index_add_``: 11 in all."""
-    num_batches = lengths.numel() // batch_size
-    base = torch.arange(0, num_batches * batch_size, batch_size, device=lengths.device)
-    sel = (base.view(-1, 1) + indices.view(1, -1)).view(-1)
-    out_incl = torch.cumsum(out_lengths, 0, dtype=lengths.dtype)
+    ``src``, the ``num_rows`` selected values (their sum: exact).  Launches: the selected segments
+    (an ``add``), a cumsum, a gather and a difference, the row index (5), then the backward's
+    ``zeros`` and ``index_add_``: 11 in all."""
+    sel = _selected(lengths.numel(), batch_size, indices)
+    out_incl = torch.cumsum(out_lengths, 0, dtype=_u.scan_dtype(num_rows))
     d = offsets[1:].index_select(0, sel) - out_incl
-    return _u.rows_gather_index(d, out_incl, num_rows, lengths=out_lengths)
+    return _u.rows_gather_index(d, out_incl, num_rows, clamp=False)
 
 
 def _keyed_jagged_index_select_dim1_autograd(

@@ -9,10 +9,13 @@ and ``segment_sum_csr`` on npu.
 * ``segment_sum_csr(batch_size, csr_seg, values)``: ``out[s] = sum(values[csr_seg[s] *
   batch_size : csr_seg[s + 1] * batch_size])``.
 
-The ranges repeat each segment's start over the segment (``repeat_interleave`` with
-``output_size``: no sync, linear work) and subtract it from the positions; the sum sends every
-element to its segment with one ``searchsorted`` and adds with one ``index_add_``.  Semantics
-measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0):
+The ranges subtract each segment's start from the positions; the sum sends every row of
+``batch_size`` elements to its segment and adds with one ``index_add``.  Both find segments
+without ``searchsorted`` or ``repeat_interleave`` (a 910B runs them on its AI CPU): an int32
+``index_add`` at the segment bounds and an int32 ``cumsum``
+(:func:`~fbgemm_npu.native.fbgemm.index_select._utils.count_le`), int32 wherever the host bounds
+the values below 2**31 from sizes (int64, AI CPU, only above).  Semantics measured on upstream's
+CPU kernels (fbgemm-gpu-cpu 1.8.0):
 
 * index dtypes int32 / int64 (the output of the ranges keeps it); ``segment_sum_csr`` values
   float32, float16, bfloat16, int32, int64 (upstream refuses float64); every input is read flat
@@ -29,9 +32,8 @@ measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0):
   overlapping or empty segments), starts below 0 or ends past ``values`` (upstream reads out of
   bounds) is refused.
 
-``segment_sum_csr`` of float16 / bfloat16 adds the float32 accumulator's two casts (over the
-catalogue's target).  ``lengths_range`` without ``shape`` reads the output size (the data's sum)
-back to the host.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+``lengths_range`` without ``shape`` reads the output size (the data's sum) back to the host.
+Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ import math
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as nnf
 
 from fbgemm_npu.native._checks import (
     DataChecks,
@@ -52,6 +53,7 @@ from fbgemm_npu.native._checks import (
     non_decreasing,
     validation_enabled,
 )
+from fbgemm_npu.native._index import arange_cached, filled_i32
 from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = [
@@ -82,8 +84,9 @@ def offsets_range_npu(offsets: torch.Tensor, range_size: int) -> torch.Tensor:
     """``out[j] = j - offsets[s(j)]``, ``s(j)`` the last segment starting at or before ``j``.
 
     ``offsets`` 1-D int32/int64 (starts of the segments, ``offsets[0] == 0``); output
-    ``(range_size,)`` of ``offsets``' dtype.  Launches: the ends' pad, the lengths' ``sub``,
-    ``repeat_interleave`` of the starts, ``arange``, ``sub``.  Launches and syncs: ``BUDGETS`` in
+    ``(range_size,)`` of ``offsets``' dtype.  Launches: the segment of every position
+    (:func:`~fbgemm_npu.native.fbgemm.index_select._utils.count_le` of ``offsets[1:]``, 3), the
+    starts' gather, ``sub`` from a cached ``arange``: 5.  Launches and syncs: ``BUDGETS`` in
     ``budgets.py`` (docs/ops.md).
     """
     op = OFFSETS_RANGE
@@ -103,13 +106,11 @@ def offsets_range_npu(offsets: torch.Tensor, range_size: int) -> torch.Tensor:
         what = f"argument 'offsets' must end within range_size ({range_size})"
         checks.add(offsets[-1], None, range_size, what)
         checks.assert_on_device()
-    # segment lengths (the last runs to range_size), then each segment's start repeated over
-    # it: repeat_interleave with output_size (no sync; linear work, unlike a searchsorted)
-    ends = nnf.pad(offsets[1:], (0, 1), value=range_size)
+    # the segment of every position: the segments starting at or before it, but the first
     with allocation_of(op, f"the output of 'range_size' = {range_size} elements"):
-        starts = torch.repeat_interleave(offsets, ends - offsets, output_size=range_size)
-        positions = torch.arange(range_size, dtype=offsets.dtype, device=offsets.device)
-        return positions - starts
+        segment = _u.count_le(offsets[1:], range_size, clamp=validation_enabled())
+        positions = arange_cached(range_size, offsets.device, offsets.dtype)
+        return positions - offsets.index_select(0, segment)
 
 
 def _lengths_range(
@@ -119,46 +120,80 @@ def _lengths_range(
     size = None if shape is None else math.prod(shape)
     if size is not None and size < 0:
         raise ValueError(f"{op}: argument 'shape' must describe a non-negative size, got {shape}")
-    device = t_in.device
+    if n == 0 and size not in (None, 0):
+        raise ValueError(
+            f"{op}: argument 'shape' ({list(shape or [])}) must have size 0 for empty lengths"
+        )
     checks = DataChecks(op)
-    validate = validation_enabled()
-    if n == 0:
-        if size not in (None, 0):
-            raise ValueError(
-                f"{op}: argument 'shape' ({list(shape or [])}) must have size 0 for empty lengths"
-            )
-        total = 0
-        complete = None
-    else:
-        # complete offsets [0, cumsum(t_in)]: the starts and, last, the total
-        complete = nnf.pad(torch.cumsum(t_in, 0, dtype=t_in.dtype), (1, 0))
-        if validate:
-            checks.add(t_in.amin(), 0, None, "argument 't_in' must hold non-negative lengths")
-            checks.add(complete.amin(), 0, None, _u.sum_fits("t_in", t_in.dtype))
-        if size is None:
-            total = checks.read_with([complete[-1]])[0]
-        else:
-            total = size
-            if validate:
-                what = f"argument 'shape' (size {size}) must match the sum of the lengths"
-                checks.add(complete[-1], size, size, what)
-                checks.assert_on_device()
+    total = 0 if n == 0 else _lengths_total(checks, t_in, size)
+    if t_in.dtype == torch.int32 and total >= _u.INT32_LIMIT:
+        # int32 lengths sum within int32, as their running sums in upstream's kernels
+        raise ValueError(f"{op}: {_u.sum_fits('t_in', torch.int32)}; the sum is {total}")
+    with allocation_of(op, f"the output of argument 't_in' (its sum, {total} elements)"):
+        return _ranges_of(checks, t_in, size, total, out)
+
+
+def _ranges_of(
+    checks: DataChecks, t_in: torch.Tensor, size: int | None, total: int, out: torch.Tensor | None
+) -> torch.Tensor:
+    """The ranges of ``t_in`` (``total`` elements), written into ``out`` when given."""
     if out is not None:
         out.resize_((total,))
-    positions = torch.arange(total, dtype=t_in.dtype, device=device)
-    if complete is None or total == 0:
-        return positions if out is None else out.copy_(positions)
-    # each segment's start repeated over it (total == sum(t_in): checked above)
-    starts = torch.repeat_interleave(complete[:-1], t_in, output_size=total)
-    return torch.sub(positions, starts, out=out)
+    if total == 0:
+        if size is not None:  # all lengths in [0, 0] is the whole check
+            checks.assert_on_device()
+        return t_in.new_empty((0,)) if out is None else out
+    # int32 scans when the total fits (host: the size given or read); the starts are the
+    # lengths summed at the segment ends (an index_add and a cumsum, no repeat_interleave)
+    scan = _u.scan_dtype(total)
+    ends = torch.cumsum(t_in, 0, dtype=scan)
+    if validation_enabled() and size is not None:
+        what = f"argument 'shape' (size {size}) must match the sum of the lengths"
+        checks.add(ends[-1], size, size, what)
+        # sums of non-negative terms wrap to a negative one first: the last sum alone is no proof
+        checks.add(ends.amin(), 0, None, _u.sum_fits("t_in", scan))
+        checks.assert_on_device()
+    if scan == torch.int32:
+        zeros = filled_i32(total + 1, 0, t_in.device)
+    else:
+        zeros = torch.zeros(total + 1, dtype=scan, device=t_in.device)
+    at = ends[:-1].clamp(0, total) if validation_enabled() else ends[:-1]  # bad data: harmless
+    marks = torch.index_add(zeros, 0, at, t_in[:-1].to(scan))
+    starts = torch.cumsum(marks[:total], 0, dtype=scan)
+    positions = arange_cached(total, t_in.device, t_in.dtype if scan == torch.int32 else scan)
+    result = torch.sub(positions, starts, out=out)
+    return result if out is not None else result.to(t_in.dtype)
+
+
+def _lengths_total(checks: DataChecks, t_in: torch.Tensor, size: int | None) -> int:
+    """The output size: ``size`` (``shape``'s), or the lengths' sum read back to the host (an
+    int64 ``sum``, exact: it decides the scans' dtype).  The lengths must be non-negative and,
+    read, no larger than the total (else their int64 sum wrapped); given, no larger than
+    ``size`` (the int32 scans narrow int64 lengths).  Checks: ``aminmax``, riding on the read
+    (or queued in ``checks`` with the scan's, given)."""
+    validate = validation_enabled()
+    if validate:
+        low, high = torch.aminmax(t_in)
+        checks.add(low, 0, None, "argument 't_in' must hold non-negative lengths")
+        if size is not None:
+            what = f"argument 't_in' must hold lengths within the size of 'shape' ({size})"
+            checks.add(high, None, size, what)
+    if size is not None:
+        return size  # checked with the scan's conditions
+    got = checks.read_with([t_in.sum(), high] if validate else [t_in.sum()])
+    if validate and got[1] > got[0]:
+        raise ValueError(f"{checks.op}: {_u.sum_fits('t_in', torch.int64)}")
+    return got[0]
 
 
 def lengths_range_npu(t_in: torch.Tensor, shape: Sequence[int] | None = None) -> torch.Tensor:
     """``cat([arange(l) for l in t_in])`` (1-D, ``t_in``'s dtype int32/int64).
 
-    Launches: ``cumsum``, the leading-zero pad, ``repeat_interleave`` of the starts, ``arange``,
-    ``sub``; ``shape`` None reads the size back to the host.  Launches and syncs: ``BUDGETS`` in
-    ``budgets.py`` (docs/ops.md).
+    Launches: ``cumsum`` of the lengths (int32 when the total is below 2**31), their cast, an
+    ``index_add`` of them at the segment ends (after a ``clamp``) and its ``cumsum`` (the
+    segments' starts), ``sub`` from a cached ``arange``: 6 (int32 ``t_in``: 5, no cast);
+    ``shape`` None first reads the size (an int64 ``sum``) back to the host.  Launches and
+    syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = LENGTHS_RANGE
     t_in = _u.check_index_tensor(op, "t_in", t_in)
@@ -214,13 +249,16 @@ def segment_sum_csr_npu(
     """``out[s] = sum(flat[csr_seg[s] * batch_size : csr_seg[s + 1] * batch_size])``.
 
     ``csr_seg`` int32/int64 (read flat, ``S + 1`` boundaries, non-decreasing), ``values`` read flat;
-    output ``(S,)`` of ``values``' dtype.  Every element is sent to its segment (a ``searchsorted``
-    of its position against the scaled boundaries) and summed with one ``index_add_`` into ``S + 2``
-    buckets (the first and last collect the elements before and after the segments).  Integers wrap
-    as upstream's do; float16 / bfloat16 accumulate in float32.  Launches: ``mul``, ``arange``,
-    ``searchsorted``, ``zeros``, ``index_add_``, then the inner buckets copied out: a ``clone``,
-    or for half types the cast back (with the cast of the values into the float32 accumulator).
-    Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+    output ``(S,)`` of ``values``' dtype.  Segments are whole rows of ``batch_size`` elements:
+    every row is sent to its segment (``count_le`` of the boundaries: no ``searchsorted``, which a
+    910B runs on its AI CPU), the rows are summed, and the sums added with one ``index_add_``
+    into ``S + 2`` zeros (the first and last buckets collect the rows before and after the
+    segments).  Integers wrap as upstream's do; float16 / bfloat16 accumulate in
+    float32 (the rows' ``sum`` casts).  Launches: ``count_le`` (2; 3 validating), the rows'
+    ``sum`` (none for ``batch_size`` 1 unless a cast), ``zeros``, ``index_add_``, then the inner
+    buckets copied out: a ``clone``, or for half types the cast back: 6.  int64 values add with
+    an int64 ``index_add_``, which a 910B runs on its AI CPU (no AI-Core kernel).  Launches and
+    syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = SEGMENT_SUM_CSR
     csr = _u.check_index_tensor(op, "csr_seg", csr_seg, ndims=tuple(range(0, 9)))
@@ -246,11 +284,13 @@ def segment_sum_csr_npu(
         )
         checks.add(bounds_in[-1], None, flat.numel() // batch_size, what)
         checks.assert_on_device()
-    bounds = bounds_in * batch_size
-    positions = torch.arange(flat.numel(), dtype=bounds.dtype, device=flat.device)
-    bucket = torch.searchsorted(bounds, positions, right=True)  # 0: before, S + 1: after
-    src = flat.to(acc) if acc != flat.dtype else flat
-    sums = torch.zeros(n_seg + 2, dtype=acc, device=flat.device).index_add_(0, bucket, src)
+    # segments are whole rows of batch_size elements: the bucket of every row (0: before
+    # csr_seg[0], S + 1: from csr_seg[S] on), the rows' sums, one index_add of them
+    rows = flat.numel() // batch_size
+    bucket = _u.count_le(bounds_in, rows, clamp=validation_enabled())
+    part = flat[: rows * batch_size]
+    sums_of_rows = part.view(rows, batch_size).sum(1, dtype=acc) if batch_size > 1 else part.to(acc)
+    sums = torch.zeros(n_seg + 2, dtype=acc, device=flat.device).index_add_(0, bucket, sums_of_rows)
     # a fresh tensor, not the slice (storage offset 1, a view of the S + 2 buckets): the cast of
     # half types makes one, a clone otherwise
     inner = sums[1 : n_seg + 1]

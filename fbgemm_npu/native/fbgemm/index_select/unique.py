@@ -29,12 +29,16 @@ Contract checked on the data (upstream reads out of bounds or races otherwise): 
 not sum to the unique count; upstream returns garbage there).  Ids of one table's features that
 share a hash range (torchrec's dedup: ``hsc`` repeats) are valid.
 
-Launches: the linearization (``arange``, ``searchsorted``, ``floor_divide``, a gather, ``add``),
-``unique``, the delinearization (:func:`_delinearize`), the lengths (:func:`_group_lengths`) and
-the offsets (``zero_``, ``cumsum``); strided ``offsets`` are copied once for ``searchsorted``.
-``unique`` reads the number of unique ids back to the host: it sizes the outputs; the fake kernel
-(:func:`jagged_unique_indices_fake`) gives it a data-dependent size.  Launches and syncs:
-``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+Launches: the linearization (the feature of every index by
+:func:`~fbgemm_npu.native.fbgemm.index_select._utils.count_le` of every ``B``-th offset, a gather,
+``add``), the merged keys (:func:`_unique_merged`: two ``add``), ``unique``, the unique ids, their
+owners and the reverse index read from the merged order (no ``searchsorted``), the lengths
+(:func:`_group_lengths`) and the offsets (an int32 ``cumsum`` and a ``cat`` that widens it).  Only
+``torch.unique`` (``_unique2``) stays on a 910B's AI CPU: the op's contract needs the number of
+unique ids, and no AI-Core route finds it (a sort of float keys is exact only below 2**24, and
+no size bounds the ids: ``hash_size_cumsum`` is data).  ``unique`` reads that number back to the
+host: it sizes the outputs; the fake kernel (:func:`jagged_unique_indices_fake`) gives it a
+data-dependent size.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from fbgemm_npu.native._checks import (
     non_decreasing,
     validation_enabled,
 )
+from fbgemm_npu.native._index import arange_cached, filled_i32
 from fbgemm_npu.native.fbgemm.index_select import _utils as _u
 
 __all__ = ["KERNELS", "jagged_unique_indices_npu"]
@@ -128,7 +133,6 @@ def jagged_unique_indices_npu(
         hash_size_cumsum, hash_size_offsets, offsets, indices
     )
     device, dtype = idx.device, idx.dtype
-    total_b = n_feat * batch
     n_idx = idx.numel()
     checks = DataChecks(JAGGED_UNIQUE_INDICES)
     validate = validation_enabled() and n_feat > 0
@@ -136,25 +140,22 @@ def jagged_unique_indices_npu(
         _add_checks(checks, hsc, hso, offs, n_idx, n_feat)
     if n_idx == 0:
         checks.assert_on_device()
-        keys = uniq = idx.new_empty((0,))
+        uniq = idx.new_empty((0,))
         reverse = torch.empty(0, dtype=torch.int64, device=device)
+        below = filled_i32(n_feat + 1, 0, device)  # no id under any boundary
     else:
-        # linearize: element i belongs to sample s = (sample ends at or before i), whose
-        # feature is s // B
-        positions = torch.arange(n_idx, dtype=dtype, device=device)
-        sample = torch.searchsorted(_u.contiguous(offs[1:]), positions, right=True)
-        feature = torch.floor_divide(sample, batch)
+        # linearize: the feature of element i is the number of features ending at or before it
+        # (feature t ends at offsets[(t + 1) * B]: a strided view, no copy)
+        feature = _u.count_le(offs[batch::batch], n_idx, clamp=validate)
         linear = idx + hsc.index_select(0, feature)
         if validate:
             _add_range_checks(checks, hsc, linear, n_feat)
         checks.assert_on_device()
-        keys, reverse = torch.unique(linear, sorted=True, return_inverse=True)
-        uniq = _delinearize(hsc, keys, n_feat)
-    lengths = _group_lengths(hsc, hso, keys, n_feat, batch)
-    out_offsets = torch.empty(total_b + 1, dtype=dtype, device=device)
-    out_offsets[:1].zero_()
-    torch.cumsum(lengths, 0, dtype=dtype, out=out_offsets[1:])
-    return lengths, out_offsets, uniq, reverse
+        uniq, reverse, below = _unique_merged(hsc, linear, n_feat, validate)
+    lengths = _group_lengths(hso, below, n_feat, batch, dtype, validate)
+    zero = arange_cached(1, device, dtype)
+    scan = torch.cumsum(lengths, 0, dtype=_u.scan_dtype(n_idx))
+    return lengths, torch.cat([zero, scan]).to(dtype), uniq, reverse
 
 
 def _add_range_checks(
@@ -164,47 +165,98 @@ def _add_range_checks(
     feature's range (or before the first) belongs to no group, so the lengths would not sum to
     the unique count (upstream's CUDA kernel, which also sorts only the bits of ``hsc[T]``,
     returns garbage there).  With ``hsc[0] >= 0`` an index whose ``idx + hsc[t]`` wraps lands
-    below ``hsc[0]`` and is caught.  Launches: ``aminmax`` and two differences."""
+    below ``hsc[0]`` and is caught.  ``hsc[T]`` at most ``(2**63 - T - 2) / (T + 2)``: the merged
+    keys of :func:`_unique_merged` stay in int64.  Launches: ``aminmax`` and two differences."""
     low, high = torch.aminmax(linear)
     what = "argument 'indices' must lie in its feature's hash range (indices + hash_size_cumsum"
     checks.add(hsc[0], 0, None, "argument 'hash_size_cumsum' must start non-negative")
     checks.add(low - hsc[0], 0, None, f"{what} >= hash_size_cumsum[0])")
     checks.add(high - hsc[n_feat], None, -1, f"{what} < hash_size_cumsum[T])")
+    limit = (2**63 - 1 - (n_feat + 1)) // (n_feat + 2)
+    what = f"argument 'hash_size_cumsum' must end at most (2**63 - T - 2) / (T + 2) ({limit})"
+    checks.add(hsc[n_feat], None, limit, what)
 
 
-def _delinearize(hsc: torch.Tensor, keys: torch.Tensor, n_feat: int) -> torch.Tensor:
-    """``unique_indices[j] = keys[j] - hsc[owner]``, owner the last feature whose first id is at
-    most ``keys[j]`` (upstream's delinearization: an index past its own feature's size but
-    inside the next one's range reads as the next feature's).  The owner is the number of
-    features after the first whose first id is at most ``keys[j]``: in ``[0, T)`` whatever the
-    data.  Launches: ``searchsorted``, a gather, ``sub``."""
-    owner = torch.searchsorted(_u.contiguous(hsc[1:n_feat]), keys, right=True)
-    return keys - hsc.index_select(0, owner)
+def _unique_merged(
+    hsc: torch.Tensor, linear: torch.Tensor, n_feat: int, validate: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(unique_indices, reverse_index, below)`` from one ``unique`` of the ids merged with the
+    feature boundaries, ``below[t]`` the number of unique ids under ``hsc[t]``.
+
+    Keys (int64): id ``x`` is ``x * (T + 2) + T + 1``, boundary ``t`` is ``hsc[t] * (T + 2) +
+    t``: a boundary sorts after the ids below its hash value and before those at or above it,
+    the boundaries in their own order (``hsc`` does not decrease) and never equal to an id or to
+    each other, so the sorted merge holds exactly ``U + T + 1`` keys (``U`` unique ids: known on
+    the host from ``unique``'s one read) and boundary ``t`` sits after ``t`` boundaries and
+    ``below[t]`` ids.  Unique id ``j`` then sits after boundary 0 (``below[0] = 0``: no id
+    under ``hsc[0]``) and its owner's ``o[j] = #{t >= 1 : below[t] <= j}`` boundaries
+    (:func:`._utils.count_le`), ``o[j]`` being its owner feature (upstream's delinearization:
+    the last feature whose first id is at most it), at place ``j + 1 + o[j]``.  The reverse
+    index maps each key's place to its rank among the ids (an ``index_copy_``; validating, the
+    index is clamped, as bad data can leave a place unwritten), the unique ids are the ids
+    written at their rank.  Launches: two ``add`` (the keys),
+    ``unique``, ``sub`` (``below``), ``count_le`` (2; 3 validating), ``add`` (the places),
+    ``index_copy`` and a gather (the reverse index), ``index_copy`` of the ids, a gather of the
+    owners' first ids, ``sub``: 13.  Without the merge, ``below`` and the owners would take a
+    ``searchsorted`` each (AI CPU).
+    """
+    n, dev = linear.numel(), linear.device
+    ar = arange_cached(n_feat + 2, dev)
+    keys = torch.empty(n + n_feat + 1, dtype=torch.int64, device=dev)
+    torch.add(ar[n_feat + 1 :], linear, alpha=n_feat + 2, out=keys[:n])
+    torch.add(ar[: n_feat + 1], hsc, alpha=n_feat + 2, out=keys[n:])
+    merged, inverse = torch.unique(keys, sorted=True, return_inverse=True)
+    n_unique = merged.numel() - (n_feat + 1)
+    below = inverse[n:] - ar[: n_feat + 1]
+    owner = _u.count_le(below[1:], n_unique, clamp=validate)  # in [0, T] whatever the data
+    ranks = arange_cached(n_unique + 1, dev)
+    place = ranks[1:] + owner
+    rank_at = torch.empty(merged.numel(), dtype=torch.int64, device=dev)
+    reverse = rank_at.index_copy_(0, place, ranks[:-1]).index_select(0, inverse[:n])
+    if validate:  # bad data (refused by the checks) may leave a key's place unwritten
+        reverse = reverse.clamp_(0, max(n_unique - 1, 0))
+    uniq = linear.new_empty((n_unique,)).index_copy_(0, reverse, linear)
+    return uniq - hsc.index_select(0, owner), reverse, below
 
 
 def _group_lengths(
-    hsc: torch.Tensor, hso: torch.Tensor, keys: torch.Tensor, n_feat: int, batch: int
+    hso: torch.Tensor,
+    below: torch.Tensor,
+    n_feat: int,
+    batch: int,
+    dtype: torch.dtype,
+    validate: bool,
 ) -> torch.Tensor:
-    """``output_lengths`` (module docstring), in ``hsc``'s dtype.  Launches: boundary gather,
-    ``searchsorted``, ``mul``, ``stack``, ``sub``, ``add_``, ``repeat_interleave``, ``arange``,
-    ``sub``, ``floor_divide``; the final ``view`` is free."""
-    dtype, device = hsc.dtype, hsc.device
+    """``output_lengths`` (module docstring) in ``dtype``, from ``below[t]`` (the unique ids
+    under ``hsc[t]``).  Launches: the boundaries' gather, ``mul``, ``stack``, ``sub``, ``add_``,
+    the group of every feature (:func:`._utils.count_le`, 2), its gather, ``sub``,
+    ``floor_divide`` (written in ``dtype``): 10; validating, ``hso`` is clamped into
+    ``[0, T]`` and the group sizes to at least 1 (bad data, refused by the checks, then gathers
+    and divides harmlessly)."""
+    device = below.device
     total_b = n_feat * batch
     if total_b == 0:
         return torch.zeros(0, dtype=dtype, device=device)
     groups = hso[: n_feat + 1]
-    # unique ids below each group boundary (a lower bound search on the sorted unique ids)
-    below = torch.searchsorted(keys, hsc.index_select(0, groups), out_int32=dtype == torch.int32)
+    if validate:
+        groups = groups.clamp(0, n_feat)
+    ids_below = below.index_select(0, groups)
     sample_ends = groups * batch
     # per boundary: ids below, samples below, features below; their steps per group are
     # (total_g, n_g, features in g); the feature counts sum to T (hso partitions [0, T])
-    stacked = torch.stack([below, sample_ends, groups])
+    stacked = torch.stack([ids_below, sample_ends, groups])
     per_group = stacked[:, 1:] - stacked[:, :-1]
     per_group[0].add_(sample_ends[1:])  # total_g + end_g (the -1 is folded into s + 1 below)
-    per_feature = torch.repeat_interleave(per_group[:2], per_group[2], dim=1, output_size=n_feat)
-    s1 = torch.arange(1, total_b + 1, dtype=dtype, device=device).view(n_feat, batch)
+    if validate:
+        per_group[1].clamp_min_(1)
+    # the group of every feature: the group boundaries after the first at or below it
+    feature_group = _u.count_le(groups[1:n_feat], n_feat, clamp=False)  # clamped when validating
+    per_feature = per_group[:2].index_select(1, feature_group)
+    s1 = arange_cached(total_b + 1, device)[1:].view(n_feat, batch)
     numer = per_feature[0].view(-1, 1) - s1
-    return torch.floor_divide(numer, per_feature[1].view(-1, 1)).view(-1)
+    # written in dtype by the division itself (an int32 out= of int64 operands: no cast)
+    lengths = torch.empty((n_feat, batch), dtype=dtype, device=device)
+    return torch.floor_divide(numer, per_feature[1].view(-1, 1), out=lengths).view(-1)
 
 
 def jagged_unique_indices_fake(
