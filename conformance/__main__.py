@@ -34,6 +34,8 @@ class OpRow:
     max_rel: float = 0.0
     launches: int = 0
     syncs: int = 0
+    ai_cpu: int = 0
+    stalls: int = 0
     unsupported: list[str] = field(default_factory=list)
     failures: int = 0
     first_failure: CaseResult | None = None
@@ -44,6 +46,7 @@ class OpRow:
         self.max_abs, self.max_rel = max(self.max_abs, r.max_abs), max(self.max_rel, r.max_rel)
         if r.oracle != "raises":  # an error path launches what it likes before raising
             self.launches, self.syncs = max(self.launches, r.launches), max(self.syncs, r.syncs)
+            self.ai_cpu, self.stalls = max(self.ai_cpu, r.ai_cpu), max(self.stalls, r.stalls)
         self.unsupported = list(dict.fromkeys(self.unsupported + r.unsupported))
         if not r.ok or r.over_budget:
             self.failures += 1
@@ -96,6 +99,8 @@ def table(rows: list[OpRow], markdown: bool) -> str:
         "max rel err",
         "launches (max)",
         "syncs (max)",
+        "AI-CPU launches (max)",
+        "910B stalls (max)",
         "unsupported ATen ops",
         "status",
     ]
@@ -108,6 +113,8 @@ def table(rows: list[OpRow], markdown: bool) -> str:
             _fmt(r.max_rel),
             str(r.launches),
             str(r.syncs),
+            str(r.ai_cpu),
+            str(r.stalls),
             ", ".join(r.unsupported) or "-",
             r.status,
         ]

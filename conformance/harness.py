@@ -188,16 +188,19 @@ def budget_op(spec: OpSpec, use: BudgetUse) -> str:
     return use.op or "fbgemm::" + re.split(r"[.\[]", spec.name, maxsplit=1)[0]
 
 
-def _limits(spec: OpSpec, inputs: Any) -> tuple[int, int]:
-    """The (launches, syncs) this call may take, read from the op's ``BUDGETS`` entry."""
+def _limits(spec: OpSpec, inputs: Any) -> tuple[int, int, int | None]:
+    """The (launches, syncs, AI-CPU launches) this call may take, read from the op's ``BUDGETS``
+    entry (AI CPU ``None``: the entry does not state it)."""
     use = budget_use(spec, inputs)
     entry = use.budget if use.budget is not None else REGISTRY.budgets.get(budget_op(spec, use))
     if entry is None:
         raise LookupError(
             f"conformance: {budget_op(spec, use)} has no entry in its family's BUDGETS table"
         )
-    return entry.launch_limit(validation_enabled(), use.units, use.path), entry.sync_limit(
-        use.sized
+    return (
+        entry.launch_limit(validation_enabled(), use.units, use.path),
+        entry.sync_limit(use.sized),
+        entry.ai_cpu_limit(use.path),
     )
 
 
@@ -238,6 +241,7 @@ def run_example(spec: OpSpec, inputs: Any, device: str | torch.device = "npu:0")
         except Exception as exc:  # noqa: BLE001 - compared with upstream's below
             ours_error = exc
     result.launches, result.syncs = count.launches, count.syncs
+    result.ai_cpu, result.stalls = count.ai_cpu, count.stalls
     result.unsupported = count.unsupported
     try:
         if upstream_error is not None:
@@ -251,13 +255,15 @@ def run_example(spec: OpSpec, inputs: Any, device: str | torch.device = "npu:0")
             _compare(spec, inputs, actual_cpu, expected, result)
     except Mismatch as exc:
         result.ok, result.message = False, str(exc)
-    launch_limit, sync_limit = _limits(spec, inputs)
+    launch_limit, sync_limit, ai_cpu_limit = _limits(spec, inputs)
     over = result.launches > launch_limit or result.syncs > sync_limit
+    over |= ai_cpu_limit is not None and result.ai_cpu > ai_cpu_limit
     if upstream_error is None and over:  # error paths have no budget
         result.over_budget = True
         result.message = result.message or (
             f"over budget: {result.launches} launches (budget {launch_limit}), {result.syncs} "
-            f"syncs (budget {sync_limit}): {', '.join(count.launch_ops + count.sync_ops)}"
+            f"syncs (budget {sync_limit}), {result.ai_cpu} AI-CPU launches (budget "
+            f"{ai_cpu_limit}): {', '.join(count.launch_ops + count.sync_ops)}"
         )
     if spec.backward and result.ok and upstream_error is None:
         try:

@@ -119,5 +119,7 @@ class CaseResult:
     max_rel: float = 0.0
     launches: int = 0
     syncs: int = 0
+    ai_cpu: int = 0  # launches a 910B runs on its AI CPU (fbgemm_npu.testing.routes_910b)
+    stalls: int = 0  # host waits a 910B adds (host fallbacks, blocking uploads)
     unsupported: list[str] = field(default_factory=list)
     over_budget: bool = False

@@ -103,6 +103,16 @@ def test_budget() -> None:
     assert "aten.add.Tensor, aten.sum.default" in r.message
 
 
+def test_ai_cpu_budget_and_columns() -> None:
+    # an int64 cumsum runs on a 910B's AI CPU
+    x = torch.arange(3)
+    r = _run(_spec(lambda x: x.cumsum(0), budget=Budget(launches=5, ai_cpu=0)), x=x)
+    assert r.ok and r.over_budget and r.ai_cpu == 1
+    assert "1 AI-CPU launches (budget 0)" in r.message
+    r = _run(_spec(lambda x: x.cumsum(0), budget=Budget(launches=5, ai_cpu=1)), x=x)
+    assert r.ok and not r.over_budget
+
+
 def test_reference_oracle_and_scale() -> None:
     # Upstream is "wrong" (returns zeros); the float64 reference is the oracle for values, while
     # upstream still fixes shape and dtype.

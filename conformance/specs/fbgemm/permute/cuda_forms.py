@@ -28,11 +28,12 @@ from typing import Any
 
 import torch
 
-from conformance.harness import BudgetUse, Compare, OpSpec, Tol
+from conformance.harness import Compare, OpSpec, Tol
 from conformance.specs.fbgemm.permute.inputs import (
     CPU_WEIGHTS,
     CUDA_ONLY_WEIGHTS,
     EXACT,
+    expand_budget,
     expand_inputs,
     invert_budget,
     invert_inputs,
@@ -162,7 +163,7 @@ SPECS = [
         _reference_op("expand_into_jagged_permute", expand_reference),
         expand_inputs(contiguous=False),
         EXACT,
-        BudgetUse(op="fbgemm::expand_into_jagged_permute"),
+        expand_budget(),
         reference=expand_reference,
     ),
     OpSpec(

@@ -9,7 +9,8 @@ values and weights; one call in ten invalid in a way upstream also rejects.  ``i
 ``expand_inputs`` and ``prealloc_inputs`` draw the other ops' calls.
 
 Budgets: the op's ``BUDGETS`` entry (``fbgemm_npu/native/fbgemm/permute/budgets.py``);
-:func:`sparse_budget` and :func:`invert_budget` name the path of a drawn call.
+:func:`sparse_budget`, :func:`invert_budget` and :func:`expand_budget` name the path of a drawn
+call.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "CPU_WEIGHTS",
     "CUDA_ONLY_WEIGHTS",
     "EXACT",
+    "expand_budget",
     "expand_inputs",
     "invert_budget",
     "invert_inputs",
@@ -88,6 +90,17 @@ def sparse_budget(op: str) -> Callable[..., BudgetUse]:
         parts += [] if sized else ["no_permuted_lengths_sum"]
         path = "strided_lengths" if _needs_copy(lengths) else " + ".join(parts) or None
         return BudgetUse(op=op, path=path, sized=permuted_lengths_sum is not None)
+
+    return use
+
+
+def expand_budget(op: str = "fbgemm::expand_into_jagged_permute") -> Callable[..., BudgetUse]:
+    """``expand_into_jagged_permute``: int64 (the main path: int32 row ids, int64 arithmetic) or
+    ``int32`` (a segment arange in int32)."""
+
+    def use(permute: Any, **_: Any) -> BudgetUse:
+        t = real(permute)
+        return BudgetUse(op=op, path="int32" if t.dtype == torch.int32 else None)
 
     return use
 

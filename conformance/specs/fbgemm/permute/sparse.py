@@ -23,6 +23,7 @@ from conformance.harness import OpSpec
 from conformance.specs.fbgemm.permute.inputs import (
     CPU_WEIGHTS,
     EXACT,
+    expand_budget,
     expand_inputs,
     invert_budget,
     invert_inputs,
@@ -196,7 +197,11 @@ SPECS = [
         ),
     ),
     OpSpec(
-        "expand_into_jagged_permute", by_name(F.expand_into_jagged_permute), expand_inputs(), EXACT
+        "expand_into_jagged_permute",
+        by_name(F.expand_into_jagged_permute),
+        expand_inputs(),
+        EXACT,
+        expand_budget(),
     ),
     # Gradients: a bijective permute, values exactly as long as the lengths' sum (upstream's
     # backward needs both).
