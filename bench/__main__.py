@@ -19,6 +19,7 @@ from pathlib import Path
 from bench.harness import Case, machine, run_case, table
 
 BENCH = Path(__file__).resolve().parent
+RESULTS = Path("bench/results")
 # The module of ``python -m bench tbe``; it exports ``main``, not ``CASES``.
 TBE_MODULE = "bench.fbgemm.tbe"
 
@@ -53,7 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     ops = sub.add_parser("ops", help="the op families: ours vs upstream on CPU")
     ops.add_argument("--family", default="*", help="fnmatch pattern on the family name")
     ops.add_argument("--repeats", type=int, default=15)
-    ops.add_argument("--out", type=Path, default=Path("bench/results/ops.md"))
+    ops.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the report file (default bench/results/ops.md, for a run of every family only: a "
+        "--family run prints its rows and leaves the full table alone unless --out is given)",
+    )
     tbe = sub.add_parser("tbe", help="TBE lookup (rowwise AdaGrad): ours vs upstream on CPU")
     tbe.add_argument("--repeats", type=int, default=10)
     tbe.add_argument("--out", type=Path, default=Path("bench/results/tbe.md"))
@@ -93,8 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         + table(rows)
     )
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    out = args.out or (RESULTS / "ops.md" if args.family == "*" else None)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
     return 0
 
 
