@@ -231,6 +231,18 @@ BAD: dict[str, tuple[str, tuple[Any, ...], str]] = {
         (torch.tensor([-5, 10, 15, 30]), HSO, UNIQUE_OFFSETS, UNIQUE_INDICES + 5),
         "hash_size_cumsum",
     ),
+    # the merged keys (id * (T + 2) + T + 1) must stay in int64
+    "uniq_keys_past_int64": (
+        UNIQUE,
+        (torch.tensor([0, 2**62]), torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([5])),
+        "hash_size_cumsum",
+    ),
+    # int64 lengths the int32 scans would narrow to valid-looking ones (2**32 + 1 -> 1)
+    "lr_narrowed_length": ("lengths_range", (torch.tensor([2**32 + 1]), [1]), "t_in"),
+    "jis_narrowed_length": (JIS, (VALUES, torch.tensor([2**32 + 2, 1, 3]), INDICES), "lengths"),
+    # int64 lengths summing to a size no memory holds (the int64 route): named, not the
+    # allocator's words
+    "lr_unallocatable": ("lengths_range", (torch.tensor([2**40, 3]),), "t_in"),
 }
 
 
