@@ -26,12 +26,12 @@ from fbgemm_npu.testing.cost_910b import COLUMNS, Cost, cells
 
 __all__ = ["LEGEND", "StepRecorder", "step_lines"]
 
-LEGEND = (
-    "per-step columns: fbgemm_npu's share of the step (ops inside fbgemm:: calls and our own "
-    "code; torchrec's split-size reads and the simulated collective's staging left out): "
-    "launches, AI-CPU launches, syncs + stalls (a stall: a host wait only a 910B has), MB moved, "
-    'projected 910B ms (docs/hardware.md, "Cost model"); then the whole step\'s launches and ms'
-)
+LEGEND = """\
+per npu step, fbgemm_npu's share (ops inside fbgemm:: calls or issued by our own code; torchrec's
+split-size reads and the simulated collective's staging left out): launches, AI-CPU launches,
+syncs + stalls (a stall: a host wait only a 910B has), MB moved and the projected 910B ms
+(docs/hardware.md, "Cost model"); after the |, the whole step's.  The npu samples/s include the
+counting (--no-step-counts: step 0 only)."""
 
 
 class StepRecorder:

@@ -49,8 +49,10 @@ from fbgemm_npu.testing.cost_910b import Cost
 from fbgemm_npu.testing.counters import Counter, OpEvent, count
 
 __all__ = [
+    "MAIN_JOB",
     "OURS",
     "STAGING",
+    "TORCHREC",
     "StepCount",
     "StepTrace",
     "count_step",
