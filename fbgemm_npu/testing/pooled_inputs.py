@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from fbgemm_npu.testing.counters import Counter
+
 __all__ = [
     "WRITES",
     "call_write_call",
@@ -17,6 +19,7 @@ __all__ = [
     "keyed",
     "kt_permute_args",
     "multi_reference",
+    "our_stalls",
     "pooled_args",
     "regroup_reference",
     "spread",
@@ -75,6 +78,12 @@ def spread(n: int, batch: int, dim: int, devices: tuple[int, ...] = (0, 1)) -> l
         torch.randn(batch, dim, generator=gen).to(f"npu:{devices[k % len(devices)]}")
         for k in range(n)
     ]
+
+
+def our_stalls(c: Counter) -> list[str]:
+    """The host stalls a 910B would add to the counted call, but a data check's own
+    ``_assert_async`` (the checks' machinery, native/_checks.py, not the kernels')."""
+    return [e.name for e in c.events if e.stall is not None and "_assert_async" not in e.name]
 
 
 # --- programs and references of the fuzz tests (tests/fuzz/test_fuzz_pooled.py) --------------

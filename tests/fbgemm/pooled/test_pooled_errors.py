@@ -291,3 +291,17 @@ def test_cross_device_output_that_cannot_be_allocated(op: str, where: int, arg: 
     }[op]
     with pytest.raises(RuntimeError, match=f"{op}: {arg} .*cannot be allocated"):
         call()
+
+
+@pytest.mark.parametrize("extra", [2**20, 2**40])
+def test_out_lengths_past_what_the_rows_can_fill(no_validation: None, extra: int) -> None:
+    """More output columns than the rows can fill (each at most the widest input): refused on
+    the host, data checks on or off, before the plan allocates one entry per column (2**40 ran
+    out of host memory with the allocator's words, found by tests/fuzz/test_fuzz_pooled_regroup.py).
+    A smaller excess is the data check's (the "gap" case above)."""
+    d = keyed(4, 3, 2)
+    permutes, in_shapes, out_shapes, out_lengths = kt_permute_args(d)
+    lengths = [out_lengths[0] + extra, *out_lengths[1:]]
+    args = to_npu([d["values"], permutes, in_shapes, out_shapes])
+    with pytest.raises(RuntimeError, match="permute_multi_embedding: .*'out_lengths' asks for"):
+        F.permute_multi_embedding(*args, lengths)

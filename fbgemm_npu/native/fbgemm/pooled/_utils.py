@@ -6,41 +6,84 @@ Every op of the family is a column permutation: output column ``c`` copies input
 
 * from ``keys`` / ``lengths`` / ``groups`` (host lists): :func:`kt_rows` builds upstream's
   ``permutes`` rows on the host and :func:`host_src` turns them into ``src``, validating on the
-  host with exact error messages; no device work except uploading ``src``;
+  host with exact error messages; the kernels keep the uploaded ``src`` per host
+  layout (:func:`cached`), so a warm call does no device work for it;
 * from a ``permutes`` tensor on the device: :func:`device_src` derives ``src`` with a fixed
-  number of launches and validates it with one ``_assert_async`` (``check_on_device``).
+  number of AI-Core launches (no ``repeat_interleave``, no int64 ``cumsum``: docs/hardware.md)
+  and queues one data check (``check_on_device``).
 
-A plan derived from a device tensor's data is never kept: every call derives it again.  A memo
-keyed on the tensor (its identity and ``_version``) goes stale after writes the version counter
-does not see (``t.data.copy_(...)``, ``t.data = other``, a copy into ``t.untyped_storage()``),
-and its weak references made ``torch.utils.swap_tensors`` refuse the tensor; the cost of not
-keeping it is in ``budgets.py``.
+Caches are keyed on host values only (widths, keys), never on a device tensor: a plan derived
+from a device tensor's data is not kept, since a memo keyed on the tensor (its identity and
+``_version``) goes stale after writes the version counter does not see (``t.data.copy_(...)``,
+``t.data = other``, a copy into ``t.untyped_storage()``), and its weak references made
+``torch.utils.swap_tensors`` refuse the tensor; the cost of not keeping it is in ``budgets.py``.
+The cached device tensors are never written (gathers and ``index_add`` read them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import torch
 
 from fbgemm_npu.native._checks import check_on_device, validation_enabled
 from fbgemm_npu.native._host import exclusive_cumsum
+from fbgemm_npu.native._index import arange_cached, segment_ids, tracing
+from fbgemm_npu.native._upload import upload
 
 __all__ = [
     "apply_src",
+    "cached",
     "device_src",
+    "forget_layouts",
     "host_src",
     "kt_rows",
     "scatter_src",
-    "upload",
+    "to_device",
 ]
 
 PERMUTE_COLUMNS = 6  # in_tensor, out_tensor, in_offset, out_offset, length, next
+CACHE_SIZE = 64  # layouts kept per cache (least recently used dropped first)
+_CACHE: OrderedDict[Hashable, Any] = OrderedDict()
+_LOCK = threading.Lock()
 
 
-def upload(values: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Copy a host tensor to ``device``: one host-to-device copy, counted as one launch."""
-    return values.to(device)
+def to_device(values: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device``: a pinned, non-blocking copy (one launch, no stall:
+    ``native/_upload.py``); a plain copy under a trace (fake tensors have no pinned memory)."""
+    if tracing(values):
+        return values.to(device)
+    return upload(values, values.dtype, device)
+
+
+def cached(key: Hashable, build: Callable[[], Any]) -> Any:
+    """``build()`` for the host layout ``key`` (hashable host values only, never a device
+    tensor: it cannot go stale), computed on the first call with that layout and kept for the
+    last ``CACHE_SIZE`` layouts; computed afresh under a trace (the value would hold real device
+    tensors foreign to it)."""
+    if tracing():
+        return build()
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return hit
+    value = build()  # outside the lock: it may raise, and it launches an upload
+    with _LOCK:
+        _CACHE[key] = value
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return value
+
+
+def forget_layouts() -> None:
+    """Drop every kept layout: the next call with any layout is a first one (the budget tests
+    measure both)."""
+    with _LOCK:
+        _CACHE.clear()
 
 
 def kt_rows(
@@ -154,27 +197,16 @@ def host_src(
     return torch.repeat_interleave(start, row_sizes, output_size=total) + torch.arange(total)
 
 
-def device_src(
-    op: str, permutes: torch.Tensor, in_widths: Sequence[int], out_widths: Sequence[int]
-) -> torch.Tensor:
-    """``src`` of a ``(P, 6)`` int32 ``permutes`` tensor on the device, with no host sync.
+_TILING = (
+    "argument 'permutes' must copy inside the inputs and tile every output of 'out_lengths' in "
+    "row order, as kt_regroup_arguments makes it"
+)
 
-    Same validity rules as :func:`host_src`, checked with one ``_assert_async``.  Math, per row
-    ``r``: global input start ``gi = in_cum[in_tensor] + in_offset``, global output start
-    ``go = out_cum[out_tensor] + out_offset``; rows tile the output in order, so the row of
-    output column ``c`` is ``repeat_interleave(length)[c]`` and ``src[c] = c + gi - go``.  The
-    bounds of each row come from one ``index_select`` in a host table ``(n, 2, 2)``: for tensor id
-    ``k``, ``[k, 0] = [in_cum, in_cum + width]`` and ``[k, 1]`` the same for outputs; ids out of
-    range are clamped onto a padding row whose interval is empty, which fails the check.
 
-    Launches: upload the table, clamp ids, index_select, starts, start difference,
-    repeat_interleave, arange, index_select, add; then the checks (ends, cumsum, four
-    comparisons into one bool buffer, ``all``, ``_assert_async``).
-    """
-    device = permutes.device
-    n_rows = permutes.size(0)
+def _bounds_table(in_widths: Sequence[int], out_widths: Sequence[int]) -> torch.Tensor:
+    """The host table of :func:`device_src`, flat int64: ``(n_ids, 2, 2)`` bounds, then the
+    tiling's two end points ``[0, sum(out_widths)]``."""
     n_in, n_out = len(in_widths), len(out_widths)
-    total = sum(out_widths)
     n_ids = max(n_in, n_out) + 1
     table = torch.zeros((n_ids, 2, 2), dtype=torch.int64)
     table[:, :, 0] = 1  # padding: the empty interval [1, 0)
@@ -182,32 +214,90 @@ def device_src(
     table[:n_in, 0, 1] = table[:n_in, 0, 0] + torch.tensor(list(in_widths), dtype=torch.int64)
     table[:n_out, 1, 0] = torch.tensor(exclusive_cumsum(out_widths), dtype=torch.int64)
     table[:n_out, 1, 1] = table[:n_out, 1, 0] + torch.tensor(list(out_widths), dtype=torch.int64)
-    table = upload(table, device)
+    ends = torch.tensor([0, sum(out_widths)], dtype=torch.int64)
+    return torch.cat([table.view(-1), ends])
+
+
+def device_src(
+    op: str, permutes: torch.Tensor, in_widths: Sequence[int], out_widths: Sequence[int]
+) -> torch.Tensor:
+    """``src`` (int64) of a ``(P, 6)`` int32 ``permutes`` tensor on the device, with no host sync.
+
+    Same validity rules as :func:`host_src`, queued as one data check.  Math, per row ``r``:
+    global input start ``gi = in_cum[in_tensor] + in_offset``, global output start ``go =
+    out_cum[out_tensor] + out_offset``; rows tile the output in order, so output column ``c``
+    lies in row ``row(c) = #{r >= 1 : go[r] <= c}`` (:func:`~fbgemm_npu.native._index.segment_ids`
+    of the starts: an int32 ``index_add`` + ``cumsum``, where ``repeat_interleave`` would run on
+    a 910B's AI CPU) and ``src[c] = c + gi[row(c)] - go[row(c)]``.  The bounds of each row come
+    from one ``index_select`` in a table cached per ``(in_widths, out_widths)`` (host values):
+    for tensor id ``k``, ``[k, 0] = [in_cum, in_cum + width]`` and ``[k, 1]`` the same for
+    outputs; ids out of range are clamped onto a padding row whose interval is empty, which
+    fails the check.  The check, without a scan: every row inside its tensors (``0 <= offsets,
+    length``, ``ends <= hi``), each row starting where the previous one ends, the first at 0 and
+    the last ending at ``sum(out_widths)``; ``src`` is clamped into the inputs while checking, so
+    the gather stays inside its buffer until the check is read (``FBGEMM_NPU_VALIDATE=0``: inputs
+    trusted, no clamp).  All index arithmetic int64 (``add`` / ``sub``) or int32 (the segment
+    ids): no AI-CPU route.
+
+    What the host knows is checked there: no more columns asked for than the rows can fill
+    (each at most the widest input), so the plan's size is bounded before it is allocated.
+
+    Launches: the table upload (first call with a layout only), clamp ids, index_select, starts,
+    start difference, segment ids (clamp, index_add, cumsum), index_select, add; the check: ends,
+    three comparisons and the end points' ``eq`` into one bool buffer (one fewer for one row),
+    ``all``, and the clamp of ``src``.
+    """
+    device = permutes.device
+    n_rows = permutes.size(0)
+    n_ids = max(len(in_widths), len(out_widths)) + 1
+    width, total = sum(in_widths), sum(out_widths)
+    widest = max(in_widths, default=0)
+    if total > n_rows * widest:
+        # each row copies inside one input: P rows fill at most P * widest columns, which the
+        # host knows without reading a value (and the plan would allocate `total` entries)
+        raise RuntimeError(
+            f"{op}: {_TILING}; 'out_lengths' asks for {total} columns, more than its "
+            f"{n_rows} rows can fill from inputs of at most {widest} columns"
+        )
+    if n_rows == 0:
+        return arange_cached(0, device)
+    layout = ("device_src", device, tuple(in_widths), tuple(out_widths))
+    flat = cached(layout, lambda: to_device(_bounds_table(in_widths, out_widths), device))
+    table, tiling_ends = flat[: 4 * n_ids].view(n_ids, 2, 2), flat[4 * n_ids :]
     ids = permutes[:, 0:2].clamp(0, n_ids - 1)  # safe to index with; bad ids fail the check
     picked = table.index_select(0, ids.reshape(-1)).view(n_rows, 2, 2, 2)
     # picked[r, a, b] = table[ids[r, a], b]: keep a == b (input ids read the input half)
     bounds = picked.diagonal(dim1=1, dim2=2).transpose(1, 2)  # (P, 2, 2): [r, in/out, lo/hi]
-    starts = bounds[:, :, 0] + permutes[:, 2:4]  # (P, 2): global input / output start
-    if validation_enabled():
-        ends = starts + permutes[:, 4:5]
-        filled = torch.cumsum(permutes[:, 4], 0)
-        ok = torch.empty(8 * n_rows + 1, dtype=torch.bool, device=device)
-        torch.ge(permutes[:, 0:5], 0, out=ok[: 5 * n_rows].view(n_rows, 5))
-        torch.le(ends, bounds[:, :, 1], out=ok[5 * n_rows : 7 * n_rows].view(n_rows, 2))
-        torch.eq(ends[:, 1], filled, out=ok[7 * n_rows : 8 * n_rows])
-        if n_rows:
-            torch.eq(filled[-1:], total, out=ok[8 * n_rows :])
-        else:
-            ok[8 * n_rows :].fill_(total == 0)
-        check_on_device(
-            op,
-            ok.all(),
-            "argument 'permutes' must copy inside the inputs and tile every output of "
-            "'out_lengths' in row order, as kt_regroup_arguments makes it",
-        )
+    # se[0] = starts, se[1] = ends: [start/end, r, in/out]
+    se = torch.empty((2, n_rows, 2), dtype=torch.int64, device=device)
+    starts = torch.add(bounds[:, :, 0], permutes[:, 2:4], out=se[0])
+    validating = validation_enabled()
+    if validating:  # before the plan: a check read at once raises before its allocations
+        _check_rows(op, permutes, bounds, se, tiling_ends)
     delta = starts[:, 0] - starts[:, 1]
-    row_of = torch.repeat_interleave(permutes[:, 4], output_size=total)
-    return torch.arange(total, device=device) + delta.index_select(0, row_of)
+    row_of = segment_ids(starts[:, 1], total)
+    src = arange_cached(total, device) + delta.index_select(0, row_of)
+    if validating:
+        src.clamp_(0, width - 1)
+    return src
+
+
+def _check_rows(
+    op: str, permutes: torch.Tensor, bounds: torch.Tensor, se: torch.Tensor, ends: torch.Tensor
+) -> None:
+    """Queue :func:`device_src`'s check: ``se[1] = se[0] + length`` written here; then offsets
+    and lengths non-negative, ends within the tensors' bounds, row ``r + 1`` starting (in the
+    output) where row ``r`` ends, row 0 at 0 and the last row ending at ``ends[1]``."""
+    n = permutes.size(0)
+    torch.add(se[0], permutes[:, 4:5], out=se[1])
+    ok = torch.empty(8 * n + 1, dtype=torch.bool, device=se.device)
+    torch.ge(permutes[:, 0:5], 0, out=ok[: 5 * n].view(n, 5))
+    torch.le(se[1], bounds[:, :, 1], out=ok[5 * n : 7 * n].view(n, 2))
+    if n > 1:
+        torch.eq(se[0, 1:, 1], se[1, :-1, 1], out=ok[7 * n : 8 * n - 1])
+    # the flat elements 1 and 4n - 1: row 0's output start, the last row's output end
+    torch.eq(se.view(-1)[1 :: 4 * n - 2], ends, out=ok[8 * n - 1 :])
+    check_on_device(op, ok.all(), _TILING)
 
 
 def apply_src(

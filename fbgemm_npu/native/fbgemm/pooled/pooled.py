@@ -31,11 +31,13 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
+from fbgemm_npu.native._index import arange_cached, segment_ids
 
 __all__ = [
     "KERNELS",
     "permute_pooled_embs_npu",
     "permute_pooled_embs_split_npu",
+    "sort_key_dtype",
 ]
 
 _F = torch.ops.fbgemm
@@ -55,15 +57,23 @@ def _permute_src(
 ) -> torch.Tensor:
     """Checks, then ``src`` (int64, ``(D,)``) of the block permutation; see the module docstring.
 
-    Math: column ``i`` lies in block ``s(i) = searchsorted(offset_dim_list[1:T], i, right)``;
-    block ``s`` goes to output position ``inv[s]`` with ``inv = argsort(permute_list)``; a stable
-    sort of the columns by ``inv[s(i)]`` lists them in output order, so ``src`` is its argsort.
+    Math: column ``i`` lies in block ``s(i) = #{1 <= j < T : offset_dim_list[j] <= i}``
+    (``searchsorted(offset_dim_list[1:T], i, right=True)``, built as
+    :func:`~fbgemm_npu.native._index.segment_ids`: an int32 ``index_add`` of ones at the cut
+    points and an int32 ``cumsum``); block ``s`` goes to output position ``inv[s]`` with ``inv =
+    argsort(permute_list)``; a stable sort of the columns by ``inv[s(i)]`` lists them in output
+    order, so ``src`` is its argsort.  Both sorts take float32 keys (ranks ``< T``, exact for
+    ``T < 2**24``: :func:`sort_key_dtype`), which a 910B sorts on its AI Core (integer keys go
+    to its AI CPU, as ``searchsorted`` does); every index stays inside its buffer whatever the
+    data (sort indices, clamped cut points), so a call whose check fails reads nothing outside.
 
-    Launches: arange, searchsorted, sort of permute_list, index_select, sort of the keys, then
-    the device check (``permute_list`` is a permutation of ``0..T-1``, the cut points are
-    non-negative and non-decreasing: three comparisons into one bool buffer, ``all``,
-    ``_assert_async``; fewer comparisons for T < 3), every call (no plan is kept: a write to the
-    lists that the version counter misses would leave it stale; see :mod:`._utils`).
+    Launches: the permute's cast, sort, segment ids (clamp, index_add, cumsum), the ranks' cast,
+    index_select, sort of the keys; one block: none (``src`` is a cached ``arange``).  The data
+    check (``permute_list`` a permutation of ``0..T-1``: its sorted keys equal ``arange``; the cut
+    points non-negative and non-decreasing: three comparisons into one bool buffer, ``all``;
+    fewer comparisons for ``T < 3``, a single ``eq`` for ``T = 1``) is queued, every call (no
+    plan is kept: a write to the lists that the version counter misses would leave it stale; see
+    :mod:`._utils`).
     """
     pooled = pooled_embs
     if pooled.dim() < 2:
@@ -93,28 +103,41 @@ def _permute_src(
     return _derive_permute_src(op, width, offset_dim_list.reshape(-1), permute_list.reshape(-1))
 
 
+FLOAT_EXACT = 2**24  # float32 holds every integer below it exactly
+
+
+def sort_key_dtype(n_blocks: int) -> torch.dtype:
+    """The dtype the block ranks are sorted in, decided on the host from ``T``: float32 (AI Core)
+    while every rank ``< T`` is exact in it, int64 (a 910B's AI CPU) only for ``T >= 2**24``."""
+    return torch.float32 if n_blocks < FLOAT_EXACT else torch.int64
+
+
 def _derive_permute_src(op: str, width: int, off: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
     n_blocks = perm.numel()
-    j = torch.arange(max(width, n_blocks), device=perm.device)
-    block = torch.searchsorted(off[1:n_blocks], j[:width], right=True)
-    perm_sorted, inv = torch.sort(perm, stable=True)
+    dev = perm.device
+    if n_blocks == 1:  # one block: the identity; the check is permute_list == [0]
+        if validation_enabled():
+            check_on_device(op, perm.eq(0).reshape(()), _permutation_message(n_blocks))
+        return arange_cached(width, dev)
+    key_dtype = sort_key_dtype(n_blocks)
+    perm_sorted, inv = torch.sort(perm.to(key_dtype), stable=True)
+    block = segment_ids(off[:n_blocks], width)  # searchsorted(off[1:T], i, right=True), int32
     if validation_enabled():
-        n_mono = max(n_blocks - 2, 0)
-        ok = torch.empty(
-            n_blocks + n_mono + min(n_blocks - 1, 1), dtype=torch.bool, device=j.device
-        )
-        torch.eq(perm_sorted, j[:n_blocks], out=ok[:n_blocks])
-        if n_blocks > 1:
-            torch.ge(off[1:2], 0, out=ok[n_blocks : n_blocks + 1])
+        n_mono = n_blocks - 2
+        ok = torch.empty(n_blocks + 1 + n_mono, dtype=torch.bool, device=dev)
+        torch.eq(perm_sorted, arange_cached(n_blocks, dev, key_dtype), out=ok[:n_blocks])
+        torch.ge(off[1:2], 0, out=ok[n_blocks : n_blocks + 1])
         if n_mono:
             torch.ge(off[2:n_blocks], off[1 : n_blocks - 1], out=ok[n_blocks + 1 :])
-        check_on_device(
-            op,
-            ok.all(),
-            f"argument 'permute_list' must be a permutation of 0..{n_blocks - 1} and "
-            f"'offset_dim_list'[1:{n_blocks}] non-negative and non-decreasing",
-        )
-    return torch.sort(inv.index_select(0, block), stable=True).indices
+        check_on_device(op, ok.all(), _permutation_message(n_blocks))
+    return torch.sort(inv.to(key_dtype).index_select(0, block), stable=True).indices
+
+
+def _permutation_message(n_blocks: int) -> str:
+    return (
+        f"argument 'permute_list' must be a permutation of 0..{n_blocks - 1} and "
+        f"'offset_dim_list'[1:{n_blocks}] non-negative and non-decreasing"
+    )
 
 
 def _permute(op: str, pooled_embs: torch.Tensor, *lists: torch.Tensor) -> torch.Tensor:

@@ -21,12 +21,19 @@ kernels' (fbgemm-gpu-cpu 1.8.0), measured:
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 
 import torch
 
-from fbgemm_npu.native._checks import check_dtype, check_same_device, check_same_dtype, check_tensor
+from fbgemm_npu.native._checks import (
+    allocation_of,
+    check_dtype,
+    check_same_device,
+    check_same_dtype,
+    check_tensor,
+)
 from fbgemm_npu.native.fbgemm.pooled import _utils as plans
 
 __all__ = [
@@ -139,8 +146,16 @@ def _permute_multi(
         return _no_rows(inputs[0], lengths)
     if reverse:
         src = _multi_src(op, permutes, lengths, widths)
-        return plans.scatter_src(inputs, src, lengths, batch)
-    return plans.apply_src(inputs, _multi_src(op, permutes, widths, lengths), lengths)
+        with _outputs_of(op, batch, lengths):
+            return plans.scatter_src(inputs, src, lengths, batch)
+    src = _multi_src(op, permutes, widths, lengths)
+    with _outputs_of(op, batch, lengths):
+        return plans.apply_src(inputs, src, lengths)
+
+
+def _outputs_of(op: str, batch: int, lengths: Sequence[int]) -> contextlib.AbstractContextManager:
+    """An allocation failure of the outputs (or the gradients' sum) named after 'out_lengths'."""
+    return allocation_of(op, f"the outputs of 'out_lengths' ({batch} x {sum(lengths)} elements)")
 
 
 def permute_multi_embedding_function_npu(
@@ -159,9 +174,10 @@ def permute_multi_embedding_function_npu(
 
     Launches: the gather (``cat``, ``index_select``, ``split_with_sizes_copy``) or the scatter
     (``cat``, ``zeros``, ``index_add``, ``split_with_sizes_copy``), without the ``cat`` / split for
-    one input or output; plus, every call, the plan derived and checked on the device
-    (``FBGEMM_NPU_VALIDATE=0`` drops the check).  Launches and syncs: ``BUDGETS`` in ``budgets.py``
-    (docs/ops.md).
+    one input or output; plus, every call, the plan derived and checked on the device, all on a
+    910B's AI Core (:func:`._utils.device_src`: 9 launches, the widths' table uploaded on the first
+    call with a layout; ``FBGEMM_NPU_VALIDATE=0`` drops the check).  Launches and syncs:
+    ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = PERMUTE_MULTI_EMBEDDING_FUNCTION
     args = (pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
@@ -237,7 +253,8 @@ def permute_multi_embedding_autograd(
     call = _multi_call(op, pooled_embs, permutes, in_shapes, out_shapes, out_lengths)
     _, batch, widths, lengths = call
     src = _multi_src(op, permutes, widths, lengths)
-    return list(_GatherFunction.apply(src, batch, lengths, *pooled_embs)) if lengths else []
+    with _outputs_of(op, batch, lengths):
+        return list(_GatherFunction.apply(src, batch, lengths, *pooled_embs)) if lengths else []
 
 
 def kt_regroup_arguments_npu(
@@ -249,16 +266,17 @@ def kt_regroup_arguments_npu(
     """``(permutes (P, 6) int32, in_shapes int32, out_shapes int32, out_lengths)`` on ``embs``'
     device, computed on the host from the string keys (:func:`._utils.kt_rows`).
 
-    Launches: one host-to-device copy per tensor.  Launches and syncs: ``BUDGETS`` in ``budgets.py``
+    Launches: one pinned, non-blocking host-to-device copy per tensor (no stall); fresh tensors
+    every call (the caller owns them).  Launches and syncs: ``BUDGETS`` in ``budgets.py``
     (docs/ops.md).
     """
     device = check_tensor(KT_REGROUP_ARGUMENTS, "embs", embs).device
     rows, in_lengths, out_lengths = plans.kt_rows(KT_REGROUP_ARGUMENTS, keys, lengths, groups)
     host = _int32(rows).view(-1, plans.PERMUTE_COLUMNS)
-    permutes = plans.upload(host, device)
-    in_shapes = plans.upload(_int32(in_lengths), device)
+    permutes = plans.to_device(host, device)
+    in_shapes = plans.to_device(_int32(in_lengths), device)
     out_shapes = _int32(out_lengths)
-    return permutes, in_shapes, plans.upload(out_shapes, device), out_shapes.tolist()
+    return permutes, in_shapes, plans.to_device(out_shapes, device), out_shapes.tolist()
 
 
 def _int32(values: object) -> torch.Tensor:
@@ -272,10 +290,28 @@ def _regroup_src(
     lengths: Sequence[Sequence[int]],
     groups: Sequence[Sequence[str]],
 ) -> tuple[list[torch.Tensor], int, torch.Tensor, list[int]]:
+    """Inputs, batch, ``src`` on the device and the output widths.  ``src`` is made on the host
+    (checked there) and uploaded on the first call with a layout (keys, lengths, groups, input
+    widths: host values), then kept (:func:`._utils.cached`); a warm call launches nothing for it.
+    """
     inputs, batch, widths = _multi_inputs(REGROUP_KEYED_TENSOR, pooled_embs)
-    rows, _, out_widths = plans.kt_rows(REGROUP_KEYED_TENSOR, keys, lengths, groups)
-    src = plans.host_src(REGROUP_KEYED_TENSOR, rows, widths, out_widths, arg="lengths")
-    return inputs, batch, plans.upload(src, inputs[0].device), out_widths
+    device = inputs[0].device
+    layout = (
+        "regroup_keyed_tensor",
+        device,
+        tuple(tuple(str(k) for k in ks) for ks in keys),
+        tuple(tuple(int(n) for n in ns) for ns in lengths),
+        tuple(tuple(str(g) for g in gs) for gs in groups),
+        tuple(widths),
+    )
+
+    def build() -> tuple[torch.Tensor, list[int]]:
+        rows, _, out_widths = plans.kt_rows(REGROUP_KEYED_TENSOR, keys, lengths, groups)
+        src = plans.host_src(REGROUP_KEYED_TENSOR, rows, widths, out_widths, arg="lengths")
+        return plans.to_device(src, device), out_widths
+
+    src, out_widths = plans.cached(layout, build)
+    return inputs, batch, src, list(out_widths)
 
 
 def regroup_keyed_tensor_npu(
@@ -286,7 +322,8 @@ def regroup_keyed_tensor_npu(
 ) -> list[torch.Tensor]:
     """``kt_regroup_arguments`` + ``permute_multi_embedding`` with the plan made on the host.
 
-    Launches: upload ``src``, ``cat``, ``index_select``, ``split_with_sizes_copy``.
+    Launches: ``cat``, ``index_select``, ``split_with_sizes_copy``, and a non-blocking upload of
+    ``src`` on the first call with a layout (then kept: ``_regroup_src``).
     Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     inputs, _, src, out_widths = _regroup_src(pooled_embs, keys, lengths, groups)
