@@ -12,10 +12,11 @@ from __future__ import annotations
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
-__all__ = ["arange_cached", "filled_i32", "segment_ids", "tracing"]
+__all__ = ["arange_cached", "filled_i32", "segment_ids", "steps_cached", "tracing"]
 
 _ARANGE: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
 _FILLED: dict[tuple[torch.device, int], torch.Tensor] = {}
+_STEPS: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
 
 
 def tracing(*tensors: object) -> bool:
@@ -56,6 +57,22 @@ def filled_i32(n: int, value: int, device: torch.device) -> torch.Tensor:
         size = max(n, 1024, 0 if buf is None else 2 * buf.numel())
         buf = torch.full((size,), value, device=device, dtype=torch.int32)
         _FILLED[key] = buf
+    return buf[:n]
+
+
+def steps_cached(n: int, device: torch.device, dtype: torch.dtype = torch.int32) -> torch.Tensor:
+    """``[0, 1, 1, ..., 1]`` (``n`` values): the increments whose cumsum is ``arange(n)``, the base
+    of a segment arange built by ``index_add`` + ``cumsum`` (``permute/_gather.py``).  A prefix
+    view of a cached, growing buffer (as :func:`arange_cached`; callers must not write to it)."""
+    if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None:
+        return (torch.arange(n, device=device) > 0).to(dtype)
+    key = (device, dtype)
+    buf = _STEPS.get(key)
+    if buf is None or buf.numel() < n:
+        size = max(n, 1024, 0 if buf is None else 2 * buf.numel())
+        buf = torch.ones(size, device=device, dtype=dtype)
+        buf[:1] = 0
+        _STEPS[key] = buf
     return buf[:n]
 
 
