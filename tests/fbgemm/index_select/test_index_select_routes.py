@@ -196,9 +196,8 @@ def test_segment_table_widens_values_past_int32() -> None:
         ([[0, 5, 2**31, 7], [1, 3, 2, 0]], torch.int64),
         ([[0, 5, 2**40, 7], [1, -(2**40), 2, 0]], torch.int64),
     ):
-        columns = torch.tensor(columns)
         got = _tables.segment_table(columns, counts, torch.device(NPU))
-        want = columns.repeat_interleave(torch.tensor(counts), dim=1).t()
+        want = torch.tensor(columns).repeat_interleave(torch.tensor(counts), dim=1).t()
         assert got.dtype == dtype
         assert torch.equal(got.cpu().long(), want)
 

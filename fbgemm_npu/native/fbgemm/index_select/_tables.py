@@ -9,6 +9,7 @@ AI CPU, and no blocking upload, which stalls the host: docs/hardware.md).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import torch
 
 from fbgemm_npu.native._checks import DataChecks
 from fbgemm_npu.native._host import exclusive_cumsum
-from fbgemm_npu.native._index import arange_cached, filled_i32
+from fbgemm_npu.native._index import arange_cached, filled_i32, tracing
 from fbgemm_npu.native._upload import upload
 from fbgemm_npu.native.fbgemm.index_select._utils import count_le, scan_dtype
 
@@ -36,12 +37,20 @@ class TableGather:
     unit: int
 
 
+def _to_device(values: list, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Host values on ``device``: :func:`~fbgemm_npu.native._upload.upload` (pinned,
+    ``non_blocking``: no stall); traced, a plain factory (pinned memory has no fake tensor)."""
+    if tracing():
+        return torch.tensor(values, dtype=dtype, device=device)
+    return upload(values, dtype, device)
+
+
 def segment_table(
-    columns: torch.Tensor, counts: Sequence[int], device: torch.device
+    columns: Sequence[Sequence[int]], counts: Sequence[int], device: torch.device
 ) -> torch.Tensor:
-    """``out[i, c] = columns[c, t(i)]`` for the ``n = sum(counts)`` items, ``t(i)`` the segment
-    holding item ``i`` when segment ``t`` has ``counts[t]`` items (host values: ``columns`` a
-    ``(C, S)`` int64 CPU tensor).
+    """``out[i, c] = columns[c][t(i)]`` for the ``n = sum(counts)`` items, ``t(i)`` the segment
+    holding item ``i`` when segment ``t`` has ``counts[t]`` items (host values: ``C`` lists of
+    ``S``; the host work is ``O(C * S)``, plain Python: a trace's schema checks see no host op).
 
     Every column is a running sum of its jumps at the segment starts: ``out = cumsum(index_add(
     zeros(n + 1, C), starts, diff(columns)))`` (empty segments share a start and their jumps
@@ -50,12 +59,12 @@ def segment_table(
     910B, for layouts of 2**31 and more).  Launches: the pinned upload of the starts and jumps,
     ``index_add``, ``cumsum``: 3, no stall.
     """
-    n, n_cols, n_seg = sum(counts), columns.size(0), len(counts)
-    starts = torch.tensor(exclusive_cumsum(counts), dtype=torch.int64)
-    jumps = torch.diff(columns, dim=1, prepend=torch.zeros(n_cols, 1, dtype=torch.int64))
-    largest = int(torch.cat([columns.reshape(-1), jumps.reshape(-1)]).abs().max()) if n_seg else 0
+    n, n_cols, n_seg = sum(counts), len(columns), len(counts)
+    # per segment (row-major), each column's step from the segment before
+    jumps = [col[t] - (col[t - 1] if t else 0) for t in range(n_seg) for col in columns]
+    largest = max((abs(v) for v in [*jumps, *(v for col in columns for v in col)]), default=0)
     dtype = scan_dtype(n + 1, largest)
-    up = upload(torch.cat([starts, jumps.t().reshape(-1)]), dtype, device)
+    up = _to_device([*exclusive_cumsum(counts), *jumps], dtype, device)
     pos, src = up[:n_seg], up[n_seg:].view(n_seg, n_cols)
     if dtype == torch.int32:
         zeros = filled_i32((n + 1) * n_cols, 0, device).view(n + 1, n_cols)
@@ -110,7 +119,7 @@ def table_gather(
     n_sel = indices.numel()
     limits = [list(rows)] if checks is not None else []
     if len(set(cols)) == 1 and cols[0] > 0:
-        per_row = segment_table(torch.tensor([exclusive_cumsum(rows), *limits]), counts, device)
+        per_row = segment_table([exclusive_cumsum(rows), *limits], counts, device)
         if checks is not None:
             _add_row_check(checks, indices, per_row[:, 1], arg)
         return TableGather(indices + per_row[:, 0], cols[0])
@@ -120,7 +129,7 @@ def table_gather(
     sel_starts = exclusive_cumsum(counts)
     a = [s - o + k * c for s, o, k, c in zip(starts, out_starts, sel_starts, m, strict=True)]
     b = [o - k * c for o, k, c in zip(out_starts, sel_starts, m, strict=True)]
-    per_row = segment_table(torch.tensor([a, m, b, *limits]), counts, device)
+    per_row = segment_table([a, m, b, *limits], counts, device)
     if checks is not None:
         _add_row_check(checks, indices, per_row[:, 3], arg)
     k = arange_cached(n_sel, device)
@@ -129,6 +138,19 @@ def table_gather(
     total = sum(n * c for n, c in zip(counts, m, strict=True))
     run_row = count_le(first_runs[1:], total, clamp=False)
     return TableGather(d.index_select(0, run_row).add_(arange_cached(total, device)), unit)
+
+
+@functools.lru_cache(maxsize=64)
+def _run_constants(rows: tuple[int, ...], m: tuple[int, ...]) -> list[int]:
+    """``[t(w)..., c1[w]..., c2[w]...]`` of :func:`table_gather_permuted` for the ``sum(m)`` runs
+    ``w`` of an output row: run ``w`` belongs to table ``t(w)``, ``c1[w]`` is that table's
+    first run in the input plus ``w``'s place in the table's row, ``c2[w] = m[t(w)]``.  Host
+    work ``O(sum(m))`` once per layout (cached: plain ints, never stale)."""
+    first = exclusive_cumsum([r * c for r, c in zip(rows, m, strict=True)])
+    table = [t for t, c in enumerate(m) for _ in range(c)]
+    col0 = exclusive_cumsum(m)
+    c1 = [first[t] + w - col0[t] for w, t in enumerate(table)]
+    return [*table, *c1, *(m[t] for t in table)]
 
 
 def table_gather_permuted(
@@ -154,22 +176,15 @@ def table_gather_permuted(
     n_t = len(rows)
     idx2d = indices.view(n_t, n).t()  # (n, T): row i, table t
     if len(set(cols)) == 1 and cols[0] > 0:
-        meta = upload([exclusive_cumsum(rows), list(rows)], torch.int64, device)
+        meta = _to_device([exclusive_cumsum(rows), list(rows)], torch.int64, device)
         _add_row_check(checks, idx2d, meta[1].view(1, -1), arg)
         src = torch.empty((n, n_t), dtype=torch.int64, device=device)
         torch.add(idx2d, meta[0].view(1, -1), out=src)
         return TableGather(src.view(-1), cols[0])
     unit, m = _units(cols)
-    widths = torch.tensor(m, dtype=torch.int64)
-    width = int(widths.sum())
-    # host: the table of every run of an output row, and its constants
-    table = torch.repeat_interleave(torch.arange(n_t), widths)
-    first = torch.tensor(exclusive_cumsum([r * c for r, c in zip(rows, m, strict=True)]))
-    place = torch.arange(width) - torch.tensor(exclusive_cumsum(m), dtype=torch.int64)[table]
-    host = [table, first[table] + place, widths[table]]
-    if checks is not None:
-        host.append(torch.tensor(rows, dtype=torch.int64))
-    meta = upload(torch.cat(host), torch.int64, device)
+    width = sum(m)
+    host = _run_constants(tuple(rows), tuple(m))
+    meta = _to_device([*host, *rows] if checks is not None else host, torch.int64, device)
     _add_row_check(checks, idx2d, meta[3 * width :].view(1, -1), arg)
     gathered = idx2d.index_select(1, meta[:width])  # (n, width)
     src = torch.addcmul(meta[width : 2 * width], gathered, meta[2 * width : 3 * width])
