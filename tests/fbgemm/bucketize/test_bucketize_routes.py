@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 
+import fbgemm_npu
 from fbgemm_npu.native.fbgemm.bucketize import _order, _search
 from fbgemm_npu.native.fbgemm.bucketize import _utils as ub
 from fbgemm_npu.testing import bucketize_references as ref
@@ -194,6 +195,7 @@ def test_bad_lengths_keep_row_ids_in_bounds() -> None:
     kw["lengths"] = torch.tensor([9] * 12, dtype=I32)  # 108 elements, not 27
     with pytest.raises(RuntimeError, match=r"'lengths' must be non-negative and sum to"):
         _ours(kw)
+        fbgemm_npu.check()  # a deferred check is raised here
 
 
 @pytest.mark.parametrize("dtype", [I32, I64])
