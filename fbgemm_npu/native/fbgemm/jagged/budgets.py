@@ -3,16 +3,19 @@ fbgemm_npu.native.family.Budget); ``tests/fbgemm/jagged/test_jagged_budgets.py``
 
 The main path is one jagged dim, contiguous inputs and every size argument given; ``paths``
 names the others.  Every count is exact: ``launches`` and ``paths`` with the data checks off
-(the kernel alone), ``checks`` and ``path_checks`` what the data checks add on that path.
+(the kernel alone), ``checks`` and ``path_checks`` what the data checks add on that path.  No
+launch runs on a 910B's AI CPU (``ai_cpu=0`` everywhere: int32 and int64 offsets, every values
+dtype; docs/hardware.md), and no upload stalls the host.
 
-The kernel's count grows by one level of the dense index with each further jagged dim (7
-launches, the same in every op).  The data check (every offset in ``[0, 2**31)``, as upstream
-reads them as 32-bit ints, and every position the offsets reach inside the tensor it reads or
-writes) costs 7 launches for one jagged dim (the range compare, the rows' floor_divide and fill,
-their cat, any, not, the assert), 10 for two and 13 for three: each further dim adds its range
-compare, a subtract and a floor_divide.  So every ``two_dims`` / ``three_dims`` path has its
-own ``path_checks``; the ``two_dtypes`` paths, which run the kernel and its check once per dense
-input, twice that.
+The kernel's count grows by one level of the dense index with each further jagged dim (5
+launches, the same in every op: clamp, the pairs' gather, add, ge, logical_or).  The data check
+(every offset in ``[0, 2**31)``, as upstream reads them as 32-bit ints, and every position the
+offsets reach inside the tensor it reads or writes) costs, for one jagged dim, 7 launches for a
+gather (the range compare, the rows' where and ge, their cat, any, not, the assert) and 6 for a
+scatter (whose padding positions are marked -1 already: the rows' ge only); each further dim
+adds 4 (its range compare, a subtract, the parent rows' where and ge).  So every ``two_dims`` /
+``three_dims`` path has its own ``path_checks``; the ``two_dtypes`` paths, which run the kernel
+and its check once per dense input, twice that.
 The ops that return offsets (``-> (Tensor, Tensor[])``) copy them, a ``clone`` per jagged dim
 (the schemas declare no alias, so an output may not be an input): one launch per dim more than
 their ``_forward`` variants, none in the checks.
@@ -22,26 +25,28 @@ from __future__ import annotations
 
 from fbgemm_npu.native.family import Budget
 
-# The data check of 2 and 3 jagged dims (7 for one, the ``checks`` of every entry that has them).
-_DIMS_CHECKS = {"two_dims": 10, "three_dims": 13}
+# The data check of 2 and 3 jagged dims of a gather (7 for one) and of a scatter (6 for one).
+_READ_DIMS = {"two_dims": 11, "three_dims": 15}
+_WRITE_DIMS = {"two_dims": 10, "three_dims": 14}
 
-# Jagged -> dense: the dense index (arange, add, compare and its padding fill for the first dim;
-# a further dim adds a clamp and a gather of the (begin, end) pairs, arange, add, compare, or and
-# fill), the padded copy of the values and one gather.
+# Jagged -> dense: the dense index (add of a cached arange and compare for the first dim; a
+# further dim adds a clamp, a gather of the (begin, end) pairs, add, compare and or), the rows
+# clamped into the values, one gather and the fill of its padding positions.
 _TO_DENSE = Budget(
     launches=5,
     checks=7,
     ai_cpu=0,
     paths={"two_dims": 10, "three_dims": 15},
-    path_checks=_DIMS_CHECKS,
+    path_checks=_READ_DIMS,
 )
 
-# Dense -> jagged: the same index, then a zeroed output and one scatter.  Without total_L the
+# Dense -> jagged: the same index, its padding positions sent to a spare row (where, remainder),
+# then a zeroed output and one scatter.  Without total_L the
 # output length is read back (an amax and its sync, as upstream reads it); a dense input that no
 # view flattens to [rows, D] (transposed) is copied once.
 _TO_JAGGED = Budget(
     launches=6,
-    checks=7,
+    checks=6,
     syncs=0,
     syncs_unsized=1,
     ai_cpu=0,
@@ -54,24 +59,24 @@ _TO_JAGGED = Budget(
         "two_dims_no_total_L": 12,
         "three_dims_no_total_L": 17,
     },
-    path_checks={**_DIMS_CHECKS, "two_dims_no_total_L": 10, "three_dims_no_total_L": 13},
+    path_checks={**_WRITE_DIMS, "two_dims_no_total_L": 10, "three_dims_no_total_L": 14},
 )
 
 # to_jagged of y (a strided y is copied, as above) and the product or sum with x_values.
 _JAGGED_OUTPUT = Budget(
     launches=7,
-    checks=7,
+    checks=6,
     ai_cpu=0,
     paths={"strided_y": 8, "two_dims": 12, "three_dims": 17},
-    path_checks=_DIMS_CHECKS,
+    path_checks=_WRITE_DIMS,
 )
 # The same, plus the copy of each offsets tensor returned (one per jagged dim).
 _JAGGED_OUTPUT_OFFSETS = Budget(
     launches=8,
-    checks=7,
+    checks=6,
     ai_cpu=0,
     paths={"strided_y": 9, "two_dims": 14, "three_dims": 20},
-    path_checks=_DIMS_CHECKS,
+    path_checks=_WRITE_DIMS,
 )
 
 # y_0 and y_1 of one dtype and shape are stacked and scattered at once (stack, the index, the
@@ -80,7 +85,7 @@ _JAGGED_OUTPUT_OFFSETS = Budget(
 # two adds; "two_dtypes_strided_y": y_0 and y_1 both strided, each copied once.
 _DENSE_DENSE = Budget(
     launches=9,
-    checks=7,
+    checks=6,
     ai_cpu=0,
     paths={
         "two_dims": 14,
@@ -91,17 +96,17 @@ _DENSE_DENSE = Budget(
         "three_dims_two_dtypes": 34,
     },
     path_checks={
-        **_DIMS_CHECKS,
-        "two_dtypes": 14,
-        "two_dtypes_strided_y": 14,
+        **_WRITE_DIMS,
+        "two_dtypes": 12,
+        "two_dtypes_strided_y": 12,
         "two_dims_two_dtypes": 20,
-        "three_dims_two_dtypes": 26,
+        "three_dims_two_dtypes": 28,
     },
 )
 # The same, plus the copy of each offsets tensor returned (one per jagged dim).
 _DENSE_DENSE_OFFSETS = Budget(
     launches=10,
-    checks=7,
+    checks=6,
     ai_cpu=0,
     paths={
         "two_dims": 16,
@@ -121,9 +126,10 @@ _DENSE_DENSE_OFFSETS = Budget(
 # lengths cost the same, their check one launch less (no int64 length can pass the int32 scan).
 _STACKED = Budget(
     launches=11,
-    checks=7,
+    checks=8,
     ai_cpu=0,
     paths={"int32_lengths": 11},
+    path_checks={"int32_lengths": 7},
     target=8,
     note=(
         "the per-key constants (host lists) cost an upload and a gather, the row ends a cat "
@@ -142,10 +148,10 @@ BUDGETS: dict[str, Budget] = {
     # to_jagged of the gradient, total_L always given
     "fbgemm::jagged_to_padded_dense_backward": Budget(
         launches=6,
-        checks=7,
+        checks=6,
         ai_cpu=0,
         paths={"strided_grad_output": 7, "two_dims": 11, "three_dims": 16},
-        path_checks=_DIMS_CHECKS,
+        path_checks=_WRITE_DIMS,
     ),
     "fbgemm::dense_to_jagged": _TO_JAGGED,  # upstream's composite, as jagged_to_padded_dense
     "fbgemm::dense_to_jagged_forward": _TO_JAGGED,
@@ -155,7 +161,7 @@ BUDGETS: dict[str, Budget] = {
         checks=7,
         ai_cpu=0,
         paths={"two_dims": 11, "three_dims": 16},
-        path_checks=_DIMS_CHECKS,
+        path_checks=_READ_DIMS,
     ),
     "fbgemm::jagged_dense_elementwise_mul": _JAGGED_OUTPUT_OFFSETS,
     "fbgemm::jagged_dense_elementwise_mul_forward": _JAGGED_OUTPUT,
@@ -165,20 +171,20 @@ BUDGETS: dict[str, Budget] = {
     # copied once to flatten it and once more to give y's gradient y's strides (upstream's Meta)
     "fbgemm::jagged_dense_elementwise_mul_backward": Budget(
         launches=10,
-        checks=7,
+        checks=6,
         ai_cpu=0,
         paths={"strided_y": 12, "two_dims": 15, "three_dims": 20},
-        path_checks=_DIMS_CHECKS,
+        path_checks=_WRITE_DIMS,
     ),
     "fbgemm::jagged_dense_dense_elementwise_add_jagged_output": _DENSE_DENSE_OFFSETS,
     "fbgemm::jagged_dense_dense_elementwise_add_jagged_output_forward": _DENSE_DENSE,
-    # the [B, L] index (4), the row gather, the broadcast product, its padding fill, the sum
-    # (checks: the offsets' int32 range and order, and the rows read)
-    "fbgemm::batched_dense_vec_jagged_2d_mul": Budget(launches=7, checks=7, ai_cpu=0),
-    "fbgemm::batched_dense_vec_jagged_2d_mul_forward": Budget(launches=7, checks=7, ai_cpu=0),
+    # the [B, L] index (add, ge, clamp), the row gather, the broadcast product, its padding fill,
+    # the sum (checks: the offsets' int32 range and order, and the rows read)
+    "fbgemm::batched_dense_vec_jagged_2d_mul": Budget(launches=7, checks=8, ai_cpu=0),
+    "fbgemm::batched_dense_vec_jagged_2d_mul_forward": Budget(launches=7, checks=8, ai_cpu=0),
     "fbgemm::batched_dense_vec_jagged_2d_mul_backward": Budget(
         launches=11,
-        checks=7,
+        checks=8,
         ai_cpu=0,
         target=10,
         note=(
