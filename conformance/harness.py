@@ -209,8 +209,8 @@ WARM_INDEX_CACHES = 1 << 16  # elements the shared index caches hold before a co
 
 def _warm_index_caches(device: str | torch.device) -> None:
     """Grow the shared index caches (``fbgemm_npu/native/_index.py``: cached ``arange``s, int32
-    zeros and ones, the steps of a segment arange) on ``device`` past what an example needs,
-    uncounted: their one-time fill in a fresh process, or growth at a larger size, is not a
+    zeros, ones and minus ones, the steps of a segment arange) on ``device`` past what an example
+    needs, uncounted: their one-time fill in a fresh process, or growth at a larger size, is not a
     launch of the op's call (the budget tests measure after a warm-up call too)."""
     dev = torch.device(device)
     if dev.type == "cpu":
@@ -219,7 +219,7 @@ def _warm_index_caches(device: str | torch.device) -> None:
 
     for dtype in (torch.int64, torch.int32, torch.float32):
         arange_cached(WARM_INDEX_CACHES, dev, dtype)
-    for value in (0, 1):
+    for value in (0, 1, -1):  # -1: the jagged scatters' padding marker (jagged/_utils.py)
         filled_i32(WARM_INDEX_CACHES, value, dev)
     for dtype in (torch.int32, torch.int64):
         steps_cached(WARM_INDEX_CACHES, dev, dtype)
