@@ -1,7 +1,8 @@
 """Permute family on torchrec-shaped data: 26 features x batch 2048, lengths uniform in 0..40
 (mean 20, about 1.06M values), the shape KeyedJaggedTensor.permute sees; permute_2D with and
-without weights and with and without ``permuted_lengths_sum`` (torchrec passes it).  Our kernels
-run with the data checks on (the default)."""
+without weights and with and without ``permuted_lengths_sum`` (torchrec passes it), int32 lengths
+and once int64; expand_into_jagged_permute in int64 and int32.  Our kernels run with the data
+checks on (the default)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ F = torch.ops.fbgemm
 T, B, MAX_LEN = 26, 2048, 40
 
 
-def _sparse(device: str, weights: bool, given: bool) -> dict[str, Any]:
+def _sparse(
+    device: str, weights: bool, given: bool, dtype: torch.dtype = torch.int32
+) -> dict[str, Any]:
     gen = seeded()
-    lengths = torch.randint(0, MAX_LEN + 1, (T, B), generator=gen, dtype=torch.int32)
+    lengths = torch.randint(0, MAX_LEN + 1, (T, B), generator=gen, dtype=dtype)
     n = int(lengths.sum())
     perm = torch.randperm(T, generator=gen).to(torch.int32)
     d: dict[str, Any] = {
@@ -51,7 +54,7 @@ def _make_1d(device: str) -> dict[str, Any]:
     return d
 
 
-def _expand_inputs(device: str) -> dict[str, Any]:
+def _expand_inputs(device: str, dtype: torch.dtype = torch.int64) -> dict[str, Any]:
     gen = seeded()
     lengths = torch.randint(0, MAX_LEN + 1, (T * B,), generator=gen)
     perm = torch.randperm(T * B, generator=gen)
@@ -61,7 +64,7 @@ def _expand_inputs(device: str) -> dict[str, Any]:
         "input_offset": torch.cat([zero, lengths.cumsum(0)]),
         "output_offset": torch.cat([zero, lengths[perm].cumsum(0)]),
     }
-    out = {k: v.to(device) for k, v in d.items()}
+    out = {k: v.to(dtype).to(device) for k, v in d.items()}
     out["output_size"] = int(lengths.sum())
     return out
 
@@ -83,6 +86,14 @@ CASES = [
     for w in (False, True)
     for g in (False, True)
 ] + [
+    Case(
+        "permute",
+        "permute_2D_sparse_data_weighted_pls_int64",
+        lambda dev: _sparse(dev, True, True, torch.int64),
+        _p2d(ours.permute_2D_sparse_data_npu),
+        _p2d(F.permute_2D_sparse_data),
+        shape=SHAPE + ", weights, length sum given, int64 lengths",
+    ),
     Case(
         "permute",
         "permute_sparse_features_weighted",
@@ -118,5 +129,13 @@ CASES = [
         _expand(ours.expand_into_jagged_permute_npu),
         _expand(F.expand_into_jagged_permute),
         shape=f"{T * B} segments shuffled",
+    ),
+    Case(
+        "permute",
+        "expand_into_jagged_permute_int32",
+        lambda dev: _expand_inputs(dev, torch.int32),
+        _expand(ours.expand_into_jagged_permute_npu),
+        _expand(F.expand_into_jagged_permute),
+        shape=f"{T * B} segments shuffled, int32",
     ),
 ]

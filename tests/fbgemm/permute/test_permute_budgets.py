@@ -1,7 +1,10 @@
 """The permute family held to its BUDGETS table (``native/fbgemm/permute/budgets.py``).
 
 Each call is measured at two sizes (features x batch): with the data checks off and on, the count
-must be the table's exactly, whatever the size.
+must be the table's exactly, whatever the size, and the AI-CPU count too (0 everywhere but the
+``int64_index`` path).  The sparse-data permutes are measured with int64 and int32 lengths (the
+route of a scan depends on its dtype); the size-only paths (``int64_index``, ``wide``) with
+``_gather.INT32_LIMIT`` lowered below the test's sizes, as if they passed 2**31.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from typing import Any
 import pytest
 import torch
 
-from fbgemm_npu.testing.budgets import assert_op_budget, family_ops
+from fbgemm_npu.native.fbgemm.permute import _gather
+from fbgemm_npu.testing.budgets import assert_op_budget as _assert_op_budget
+from fbgemm_npu.testing.budgets import family_ops
 from fbgemm_npu.testing.counters import count
 from fbgemm_npu.testing.permute_inputs import on_npu, sparse_batch
 
@@ -30,6 +35,16 @@ def with_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "1")
 
 
+LENGTH_DTYPES = (torch.int64, torch.int32)
+
+
+def assert_op_budget(fn: Callable[[], Any], qualname: str, **kw: Any) -> Any:
+    """The budget after one warm-up call: the cached index constants (``native/_index.py``)
+    grow at a new size or dtype once, which is not a launch of the op's call."""
+    fn()
+    return _assert_op_budget(fn, qualname, **kw)
+
+
 def _call_2d(d: dict[str, Any], given: bool) -> Callable[[], Any]:
     pls = int(d["lengths"][d["permute"].long()].sum()) if given else None
     dev = on_npu(d)
@@ -44,10 +59,17 @@ def _path(weights: bool, given: bool) -> str | None:
     return " + ".join(parts) or None
 
 
+def _batch(t_in: int, b: int, weights: bool, dtype: torch.dtype) -> dict[str, Any]:
+    d = sparse_batch(t_in, b, weights=weights)
+    d["lengths"] = d["lengths"].to(dtype)
+    return d
+
+
 def _hold_2d(weights: bool, given: bool) -> None:
-    for t_in, b in SIZES:
-        fn = _call_2d(sparse_batch(t_in, b, weights=weights), given)
-        assert_op_budget(fn, P2D, path=_path(weights, given), sized=given, exact=True)
+    for dtype in LENGTH_DTYPES:
+        for t_in, b in SIZES:
+            fn = _call_2d(_batch(t_in, b, weights, dtype), given)
+            assert_op_budget(fn, P2D, path=_path(weights, given), sized=given, exact=True)
 
 
 @pytest.mark.parametrize("given", [False, True], ids=["pls_none", "pls_given"])
@@ -117,23 +139,26 @@ def test_strided_lengths_are_copied_once(no_validation: None, op: str) -> None:
 
 def test_invert_and_expand_budget() -> None:
     """With the checks on (the permutation check; offsets from 0 to output_size without
-    decreasing)."""
+    decreasing); expand in int64 (main path) and int32."""
     for n in (5, 4000):
         perm = torch.randperm(n).to("npu")
         assert_op_budget(partial(F.invert_permute, perm), INVERT, exact=True)
         lengths = torch.randint(0, 5, (n,))
         offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)]).to("npu")
-        expand = partial(F.expand_into_jagged_permute, perm, offsets, offsets, int(lengths.sum()))
-        assert_op_budget(expand, EXPAND, exact=True)
+        for dtype, path in ((torch.int64, None), (torch.int32, "int32")):
+            o, p = offsets.to(dtype), perm.to(dtype)
+            expand = partial(F.expand_into_jagged_permute, p, o, o, int(lengths.sum()))
+            assert_op_budget(expand, EXPAND, path=path, exact=True)
 
 
 def test_expand_and_invert_kernel_budget(no_validation: None) -> None:
     for n in (5, 4000):
         perm = torch.randperm(n).to("npu")
         offsets = torch.arange(n + 1).to("npu")
-        assert_op_budget(
-            partial(F.expand_into_jagged_permute, perm, offsets, offsets, n), EXPAND, exact=True
-        )
+        for dtype, path in ((torch.int64, None), (torch.int32, "int32")):
+            o, p = offsets.to(dtype), perm.to(dtype)
+            expand = partial(F.expand_into_jagged_permute, p, o, o, n)
+            assert_op_budget(expand, EXPAND, path=path, exact=True)
         assert_op_budget(partial(F.invert_permute, perm), INVERT, exact=True)
         transposed = torch.randperm(2 * n).view(2, n).t().contiguous().to("npu").t()
         assert_op_budget(partial(F.invert_permute, transposed), INVERT, path="strided", exact=True)
@@ -152,3 +177,57 @@ def test_empty_outputs_cost_nothing() -> None:
         lengths, values, weights = call()
     assert (c.launches, c.syncs) == (0, 0), c.summary()
     assert lengths.shape == (3, 0) and values.shape == (0,) and weights.shape == (0,)
+
+
+# --- the paths only sizes reach (values or output past 2**31) ---------------------------------
+
+
+def _limited(monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
+    monkeypatch.setattr(_gather, "INT32_LIMIT", limit)
+
+
+@pytest.mark.parametrize("validate", ["0", "1"], ids=["checks_off", "checks_on"])
+@pytest.mark.parametrize("given", [False, True], ids=["pls_none", "pls_given"])
+def test_int64_index_path(monkeypatch: pytest.MonkeyPatch, validate: str, given: bool) -> None:
+    """Values past the limit: the same program in int64 (its AI-CPU launches held), the same
+    result."""
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", validate)
+    for t_in, b in SIZES:
+        d = sparse_batch(t_in, b, weights=True)
+        expected = _call_2d(d, given)()
+        _limited(monkeypatch, d["values"].numel())
+        fn = _call_2d(d, given)
+        path = "int64_index" if given else f"{UNSIZED} + int64_index"  # the wide read first
+        c = assert_op_budget(fn, P2D, path=path, sized=given, exact=True)
+        assert c.ai_cpu == 5, c.summary()
+        for got, want in zip(fn(), expected, strict=True):
+            assert torch.equal(got.cpu(), want.cpu())
+        monkeypatch.undo()
+        monkeypatch.setenv("FBGEMM_NPU_VALIDATE", validate)
+
+
+@pytest.mark.parametrize("validate", ["0", "1"], ids=["checks_off", "checks_on"])
+def test_wide_unsized_path(monkeypatch: pytest.MonkeyPatch, validate: str) -> None:
+    """No length sum and T_out * values.numel() past the limit (the values and the output
+    below it): the exact size is read first by an int64 sum, then the int32 route (AI CPU 0)."""
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", validate)
+    for t_in, b in SIZES:
+        d = sparse_batch(t_in, b, weights=True)
+        expected = _call_2d(d, given=False)()
+        monkeypatch.setattr(_gather, "INT32_LIMIT", d["values"].numel() + 1)
+        fn = _call_2d(d, given=False)
+        c = assert_op_budget(fn, P2D, path=f"{UNSIZED} + wide", sized=False, exact=True)
+        assert c.ai_cpu == 0, c.summary()
+        for got, want in zip(fn(), expected, strict=True):
+            assert torch.equal(got.cpu(), want.cpu())
+        dev = on_npu(d)
+        features = partial(
+            F.permute_sparse_features, dev["permute"], dev["lengths"], dev["values"], dev["weights"]
+        )
+        assert_op_budget(features, "fbgemm::permute_sparse_features", path="wide", sized=False)
+        _limited(monkeypatch, d["values"].numel())
+        c = assert_op_budget(
+            features, "fbgemm::permute_sparse_features", path="int64_index", sized=False
+        )
+        assert c.ai_cpu == 5, c.summary()
+        monkeypatch.setattr(_gather, "INT32_LIMIT", 2**31)

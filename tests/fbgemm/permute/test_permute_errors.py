@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 
+import fbgemm_npu
 from fbgemm_npu.testing.permute_inputs import SMALL, on_npu
 
 F = torch.ops.fbgemm
@@ -197,3 +198,94 @@ def test_expand_output_that_cannot_be_allocated(size: int) -> None:
         "elements cannot be allocated",
     ):
         F.expand_into_jagged_permute(*args, size)
+
+
+# --- the int32 index arithmetic (native/fbgemm/permute/_gather.py) on data that breaks it -------
+
+
+def _wrapping(given: bool) -> Callable[[], Any]:
+    """4096 segments of 2**20 over 2**20 values: each length fits, but the int32 scans reach
+    2**32 and wrap back to 0, so the sums' own checks would pass (and, with
+    permuted_lengths_sum = 0, the output would be silently empty)."""
+    lengths = torch.full((1, 4096), 2**20, device=NPU)
+    values = torch.zeros(2**20, dtype=I32, device=NPU)
+    perm = torch.zeros(1, dtype=I32, device=NPU)
+    return lambda: F.permute_2D_sparse_data(perm, lengths, values, None, 0 if given else None)
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["pls_none", "pls_given"])
+def test_int32_scan_that_wraps_is_refused(given: bool) -> None:
+    with pytest.raises(
+        (ValueError, RuntimeError),
+        match=f"{P2D}: .*sum\\(lengths\\) must not exceed values.numel\\(\\) \\(1048576\\)",
+    ):
+        _wrapping(given)()
+        fbgemm_npu.check()
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["pls_none", "pls_given"])
+def test_int64_length_past_int32_is_refused(given: bool) -> None:
+    """A length of 2**32 + 1 would be cut to 1 by the int32 cast of the scans: refused by the
+    check that no length exceeds the values (pls given: the int64 route, by the sums)."""
+    lengths = torch.tensor([[2**32 + 1, 1]])
+    pls = 2**32 + 2 if given else None
+    with pytest.raises((ValueError, RuntimeError), match=f"{P2D}: .*values.numel\\(\\) \\(9\\)"):
+        _p2d(lengths=lengths, permute=torch.tensor([0], dtype=I32), permuted_lengths_sum=pls)()
+        fbgemm_npu.check()
+
+
+def test_values_asked_for_where_there_are_none() -> None:
+    """Empty values and weights, a positive permuted_lengths_sum: refused on the host (no data
+    can make it valid), before any gather."""
+    empty = {"values": torch.zeros(0, dtype=torch.int64), "weights": torch.zeros(0)}
+    with pytest.raises(
+        ValueError, match=f"{P2D}: sum\\(lengths\\).*'permuted_lengths_sum' \\(9\\)"
+    ):
+        _p2d(**empty, permuted_lengths_sum=9)()
+
+
+DEFERRED_CASES: dict[str, dict[str, Any]] = {
+    **{name: change for name, (change, _) in DATA_ERRORS.items()},
+    "sum_mismatch": {"permuted_lengths_sum": 12},
+    "huge_length": {"lengths": torch.tensor([[1, 2], [0, 2**40], [2, 1]])},
+}
+
+
+@pytest.mark.parametrize("case", list(DEFERRED_CASES))
+def test_bad_data_stays_in_bounds_while_the_check_is_deferred(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the checks queued (FBGEMM_NPU_VALIDATE=deferred) the call runs on bad data before
+    any check is read: every scatter and gather stays inside its buffer (the simulator raises
+    on an index out of bounds), and the error comes at fbgemm_npu.check()."""
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "deferred")
+    change = {"permuted_lengths_sum": 9, **DEFERRED_CASES[case]}
+    _p2d(**change)()  # no error yet: memory-safe
+    with pytest.raises(RuntimeError, match=f"{P2D}: "):
+        fbgemm_npu.check()
+    _wrapping(given=True)()
+    with pytest.raises(RuntimeError, match=f"{P2D}: .*sum\\(lengths\\) must not exceed"):
+        fbgemm_npu.check()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ([3, 0, 1], [0, 3, 5, 9], [0, 4, 6, 9], 9),  # permute past T
+        ([1, 0, 2], [0, 3, 5, 9], [0, 9, 5, 7], 7),  # decreasing offsets
+        ([1, 0, 2], [0, 3, 5, 9], [0, 2, 5, 40], 9),  # an end past output_size
+    ],
+    ids=["permute_range", "decreasing", "end"],
+)
+@pytest.mark.parametrize("dtype", [torch.int64, I32], ids=str)
+def test_expand_bad_data_stays_in_bounds_while_deferred(
+    args: tuple[Any, ...], dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "deferred")
+    *tensors, size = args
+    out = F.expand_into_jagged_permute(
+        *(torch.tensor(t, dtype=dtype, device=NPU) for t in tensors), size
+    )
+    assert out.shape == (size,)
+    with pytest.raises(RuntimeError, match=f"{EXPAND}: "):
+        fbgemm_npu.check()

@@ -1,23 +1,23 @@
 """The permute family's tensor programs, argument checks and folded data checks.
 
-Every op of the family is one gather: output segment ``s`` is a copy of some input segment, and
-output element ``j`` of segment ``s`` reads input element ``j + d[s]``, where ``d[s]`` is the
-distance between the two segments' starts.  :func:`segment_gather_index` turns ``d`` and the
-output segment lengths into that per-element source index with ``repeat_interleave``, ``arange``
-and ``add_``, and no host sync (``repeat_interleave`` with ``output_size``).
+Every op of the family is one gather: output row ``t`` is a copy of some input row, and its
+element ``j`` reads the input element ``j + d_t``.  :mod:`._gather` builds that per-element source
+index from the rows' bounds with two ``index_add`` and a ``cumsum`` in int32 (AI Core) whenever
+the sizes allow, decided on the host (:func:`._gather.index_dtype`), and no host sync.
 
-Checks: the properties only the data knows (permute indices in range, lengths non-negative, the
-lengths' sum within the values, a given output size equal to the lengths' sum) are gathered in a
-:class:`~fbgemm_npu.native._checks.DataChecks` as 0-d device tensors with an allowed range each,
-then verified in one go:
+Checks: the properties only the data knows (permute indices in range, lengths non-negative and
+within the values, the lengths' sum within the values, a given output size equal to the lengths'
+sum, no int32 scan wrapped) are gathered in a :class:`~fbgemm_npu.native._checks.DataChecks` as
+0-d device tensors with an allowed range each, then verified in one go:
 
 * :meth:`~fbgemm_npu.native._checks.DataChecks.read_with` when the op reads a size back to the
   host anyway (``permuted_lengths_sum`` is None): the checked scalars travel in the same
-  device-to-host copy as the size, so the checks add a ``stack`` and no extra sync, and the
-  error names the exact argument that failed;
-* :meth:`~fbgemm_npu.native._checks.DataChecks.assert_on_device` otherwise: ``stack``, one
-  host-to-device copy of the bounds, ``clamp``, ``eq``, ``all`` and one ``_assert_async``
-  (:func:`check_on_device`): the same launches whatever the number of conditions, no sync.
+  device-to-host copy as the size, so the checks add no extra sync, the error names the exact
+  argument that failed, and nothing after the read needs guarding;
+* :meth:`~fbgemm_npu.native._checks.DataChecks.assert_on_device` otherwise: one queued check
+  for every condition (``native/_checks.py``), whatever their number, no sync; the index is built
+  memory-safe until it is read (row bounds clamped before the scatters, the index before the
+  gathers).
 
 Both are skipped when ``FBGEMM_NPU_VALIDATE=0`` (see :mod:`fbgemm_npu.native._checks`).
 """
@@ -39,6 +39,14 @@ from fbgemm_npu.native._checks import (
     non_decreasing,
     validation_enabled,
 )
+from fbgemm_npu.native._index import arange_cached
+from fbgemm_npu.native.fbgemm.permute._gather import (
+    index_dtype,
+    row_bounds,
+    segment_arange,
+    segment_arange_wide,
+    source_index,
+)
 
 __all__ = [
     "VALUE_DTYPES",
@@ -49,7 +57,6 @@ __all__ = [
     "gather_index",
     "invert",
     "permute_rows",
-    "segment_gather_index",
 ]
 
 # What upstream's CPU and CUDA kernels both gather as values (FBGEMM_DISPATCH_ALL_TYPES).
@@ -71,19 +78,6 @@ WEIGHT_DTYPES: tuple[torch.dtype, ...] = (
 )
 Out = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
 OutBuffers = tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]
-
-
-def segment_gather_index(d: torch.Tensor, out_lengths: torch.Tensor, total: int) -> torch.Tensor:
-    """``idx[j] = j + d[s]`` for every element ``j`` of output segment ``s``; int64 or int32.
-
-    ``d`` holds one start distance per output segment, ``out_lengths`` (same numel, any integer
-    dtype, non-negative) the output segments' lengths, ``total`` their sum (known on the host, so
-    ``repeat_interleave`` needs no sync).  Launches: ``repeat_interleave`` (the segment id of
-    each element and a gather of ``d``), ``arange``, ``add_``.
-    """
-    idx = torch.repeat_interleave(d.reshape(-1), out_lengths.reshape(-1), output_size=total)
-    idx.add_(torch.arange(total, dtype=idx.dtype, device=idx.device))
-    return idx
 
 
 def check_args(
@@ -110,26 +104,6 @@ def check_args(
             f"{op}: argument 'permuted_lengths_sum' must be non-negative, "
             f"got {permuted_lengths_sum}"
         )
-
-
-def _finish_index(
-    index: torch.Tensor,
-    in_incl: torch.Tensor,
-    out_incl: torch.Tensor,
-    permuted_lengths: torch.Tensor,
-    total: int,
-    n_values: int,
-) -> torch.Tensor:
-    # d[s] = (start of the input segment) - (start of output segment s); the inclusive sums give
-    # the same difference because both segments have the same length.  The offsets are summed in
-    # int64 (the checks read them); the per-element index is int32 whenever every position fits,
-    # which halves the bytes of its four passes (the subtraction casts on the way out).
-    t_in = in_incl.numel() // permuted_lengths.size(1)
-    start_in = in_incl.view(t_in, -1).index_select(0, index).view(-1)
-    small = max(total, n_values) < 2**31
-    d = torch.empty_like(start_in, dtype=torch.int32) if small else start_in
-    torch.sub(start_in, out_incl, out=d)
-    return segment_gather_index(d, permuted_lengths, total)
 
 
 def permute_rows(
@@ -168,32 +142,54 @@ def permute_rows(
     if weights is not None:
         n_avail = min(n_avail, weights.size(0))
         limit += f" and weights.size(0) ({weights.size(0)})"
+    if permuted_lengths_sum is not None:
+        _check_room(op, permuted_lengths_sum, n_avail, limit, sized=True)
     bounds = DataChecks(op)
     index = perm
     if validation_enabled():
         low, high = torch.aminmax(perm)
         bounds.add(low, 0, None, where)
         bounds.add(high, None, t_in - 1, where)
-        bounds.add(lengths.amin(), 0, None, "argument 'lengths' must be non-negative")
+        shortest, longest = torch.aminmax(lengths)
+        bounds.add(shortest, 0, None, "argument 'lengths' must be non-negative")
+        # a length past the values breaks the sum's bound too; refusing it also keeps the int32
+        # cast of int64 lengths in the scans exact
+        bounds.add(longest, None, n_avail, f"sum(lengths) must not exceed {limit}")
         index = perm.clamp(0, t_in - 1)  # gathers stay in bounds until the checks have run
     lengths_out = None if outs[0] is None else outs[0].view(t_out, b)
     permuted_lengths = torch.index_select(lengths, 0, index, out=lengths_out)
-    in_incl = torch.cumsum(lengths.reshape(-1), 0, dtype=torch.int64)
-    out_incl = torch.cumsum(permuted_lengths.reshape(-1), 0, dtype=torch.int64)
+    total = permuted_lengths_sum
+    if total is None and index_dtype(t_out * n_avail) != torch.int32:
+        # Valid data can give an output of up to t_out * n_avail elements: past 2**31 an int32
+        # scan could wrap, so the exact int64 size is read first (the read this path makes
+        # anyway, one launch more), carrying the checks, which then hold for the rest.
+        total = _read_total(bounds, lengths, permuted_lengths, n_avail, limit)
+        bounds = DataChecks(op)
+    bound = t_out * n_avail if total is None else total
+    scans = row_bounds(lengths, permuted_lengths, index_dtype(n_avail, bound))
+    safe = bool(bounds.items) and total is not None  # checks deferred: guard the gathers
     if bounds.items:
-        bounds.add(in_incl[-1], None, n_avail, f"sum(lengths) must not exceed {limit}")
-    if permuted_lengths_sum is None:
-        total = bounds.read_with([out_incl[-1]])[0]
-    else:
-        total = permuted_lengths_sum
-        if bounds.items:
+        in_sum, out_sum = scans[lengths.numel()], scans[-1]
+        bounds.add(in_sum, None, n_avail, f"sum(lengths) must not exceed {limit}")
+        # an int32 scan that wrapped went negative at its first wrap (every step is in
+        # [0, 2**31)): its sum passed n_avail, or permuted_lengths_sum (below 2**31 here)
+        wrapped = f"sum(lengths) must not exceed {limit}"
+        if total is not None:
+            wrapped += f", nor the permuted lengths' sum exceed permuted_lengths_sum ({total})"
             what = (
                 f"argument 'permuted_lengths_sum' ({total}) must equal the sum of the permuted "
                 "lengths"
             )
-            bounds.add(out_incl[-1], total, total, what)
-            bounds.assert_on_device()
-    idx = _finish_index(index, in_incl, out_incl, permuted_lengths, total, flat_values.numel())
+            bounds.add(out_sum, total, total, what)
+        bounds.add(scans.amin(), 0, None, wrapped)
+    if total is None:
+        total = bounds.read_with([scans[-1]])[0]
+    elif bounds.items:
+        bounds.assert_on_device()
+    _check_room(op, total, n_avail, limit, permuted_lengths_sum is not None)
+    idx = source_index(scans, index, (t_in, t_out, b), total, safe)
+    if safe and total > 0:
+        idx.clamp_(0, n_avail - 1)
     for name, given in (("permuted_indices_out", outs[1]), ("permuted_weights_out", outs[2])):
         if given is not None and given.size(0) < total:
             raise ValueError(
@@ -207,6 +203,30 @@ def permute_rows(
         weights_out = None if outs[2] is None else outs[2].narrow(0, 0, total)
         out_weights = torch.index_select(weights, 0, idx, out=weights_out)
     return _given_or(outs, (permuted_lengths, out_values, out_weights), weights is not None)
+
+
+def _check_room(op: str, total: int, n_avail: int, limit: str, sized: bool) -> None:
+    """Values asked for where there are none: the data is bad whatever it holds (metadata only)."""
+    if total > 0 and n_avail == 0:
+        what = f"{op}: sum(lengths) must not exceed {limit}"
+        if sized:
+            what += f", and argument 'permuted_lengths_sum' ({total}) must equal its permuted sum"
+        raise ValueError(f"{what}: {total} values asked for")
+
+
+def _read_total(
+    bounds: DataChecks,
+    lengths: torch.Tensor,
+    permuted_lengths: torch.Tensor,
+    n_avail: int,
+    limit: str,
+) -> int:
+    """The permuted lengths' sum, read exactly (int64 reductions), with every condition of
+    ``bounds`` and the lengths' sum checked in the same copy."""
+    if bounds.items:
+        what = f"sum(lengths) must not exceed {limit}"
+        bounds.add(lengths.sum(dtype=torch.int64), None, n_avail, what)
+    return bounds.read_with([permuted_lengths.sum(dtype=torch.int64)])[0]
 
 
 def _given_or(outs: OutBuffers, made: Out, weighted: bool) -> Out:
@@ -274,9 +294,9 @@ def gather_index(
     if perm.numel() == 0 or lengths.size(1) == 0:
         return torch.zeros(0, dtype=torch.int64, device=lengths.device)
     permuted_lengths = lengths.index_select(0, perm)
-    in_incl = torch.cumsum(lengths.reshape(-1), 0, dtype=torch.int64)
-    out_incl = torch.cumsum(permuted_lengths.view(-1), 0, dtype=torch.int64)
-    return _finish_index(perm, in_incl, out_incl, permuted_lengths, total, n_values)
+    scans = row_bounds(lengths, permuted_lengths, index_dtype(n_values, total))
+    rows = (lengths.size(0), perm.numel(), lengths.size(1))
+    return source_index(scans, perm, rows, total, safe=False)
 
 
 def invert(op: str, permute: object) -> torch.Tensor:
@@ -287,7 +307,7 @@ def invert(op: str, permute: object) -> torch.Tensor:
     out = perm.new_empty(perm.shape)
     if n == 0:
         return out
-    positions = torch.arange(n, dtype=perm.dtype, device=perm.device)
+    positions = arange_cached(n, perm.device, perm.dtype)  # read only: launch-free once warm
     validate = validation_enabled()
     index = flat.clamp(0, n - 1) if validate else flat
     out.view(-1).index_put_((index,), positions)
@@ -329,8 +349,8 @@ def expand(
     flat = perm.reshape(-1)
     starts_in = input_offset.reshape(-1)
     ends = output_offset.reshape(-1)
-    out_lengths = ends[1:] - ends[:-1]
-    if validation_enabled():
+    safe = validation_enabled()
+    if safe:
         bounds = DataChecks(op)
         low, high = torch.aminmax(flat)
         bounds.add(low, 0, None, f"argument 'permute' must hold indices in [0, {n})")
@@ -341,8 +361,12 @@ def expand(
         bounds.add(ends[0], 0, 0, "argument 'output_offset' must start at 0")
         what = f"argument 'output_offset' must end at output_size ({output_size})"
         bounds.add(ends[-1], output_size, output_size, what)
-        bounds.assert_on_device()  # raises before the gather below reads out of bounds
-    d = starts_in.index_select(0, flat)
-    d.sub_(ends[:-1])
+        bounds.assert_on_device()
+        flat = flat.clamp(0, n - 1)  # the gather stays in bounds until the checks are read
+    starts = starts_in.index_select(0, flat)
     with allocation_of(op, f"the output of 'output_size' = {output_size} elements"):
-        return segment_gather_index(d, out_lengths, output_size)
+        if perm.dtype == torch.int64:  # values may pass 2**31: int32 row ids, int64 arithmetic
+            return segment_arange_wide(starts, ends, output_size)
+        if safe:  # the checks are deferred: keep the scatters inside their buffer
+            ends = ends.clamp(0, output_size)
+        return segment_arange(starts, ends, output_size)

@@ -3,39 +3,64 @@ fbgemm_npu.native.family.Budget); ``tests/fbgemm/permute/test_permute_budgets.py
 
 The main path of the sparse-data permutes: weights given, ``permuted_lengths_sum`` given,
 contiguous inputs; ``paths`` names the others, joined by ``" + "``.  The data checks (permute in
-range, lengths >= 0, sums consistent) cost 9 launches with ``permuted_lengths_sum`` given; without
-it (``no_permuted_lengths_sum``) they ride on the sync that reads the output size back and cost 4.
-A 2-D lengths that no view flattens (transposed, every other row) is copied once
-(``strided_lengths``: weighted, a ceiling of the other strided calls).
+range, lengths >= 0 and within the values, sums consistent, no int32 scan wrapped) with
+``permuted_lengths_sum`` given: one queued check, and the row bounds and the index clamped so the
+gathers stay in bounds until it is read; without it (``no_permuted_lengths_sum``) they ride on
+the sync that reads the output size back, and nothing after needs guarding.  A 2-D lengths that
+no view flattens (transposed, every other row) is copied once (``strided_lengths``: weighted, a
+ceiling of the other strided calls).
+
+AI CPU: 0 on every path, int32 and int64 lengths alike: the scans, scatters and the index are
+int32 (``_gather.py``), decided on the host from the sizes.  Two paths only sizes reach, measured
+with ``_gather.INT32_LIMIT`` lowered: ``int64_index`` (values or output past 2**31 elements: the
+same launches in int64, 5 of them on the AI CPU, a fused kernel is the remedy), and ``wide`` (no
+``permuted_lengths_sum`` and ``T_out * values.numel()`` past 2**31: the exact output size is read
+first by an int64 sum, one launch more, then the int32 route, or ``int64_index`` past 2**31).
 """
 
 from __future__ import annotations
 
 from fbgemm_npu.native.family import Budget
 
-# Why the weighted permutes are over the catalogue's 10: the weights need their own gather, and
-# ATen has no op that builds the per-element source index ("segment arange") in fewer than the
-# 4 launches used.  A fused kernel would do the whole op in about 3.
-_WEIGHTS_NOTE = (
-    "the weights' own gather; ATen has no 'segment arange' for the per-element source index "
-    "(4 launches); a fused kernel (~3 launches) closes it"
-)
 _UNSIZED = "no_permuted_lengths_sum"
-_SIZE_PATHS = {"no_weights": 10, _UNSIZED: 11, f"no_weights + {_UNSIZED}": 10}
-_SIZE_CHECKS = {_UNSIZED: 4, f"no_weights + {_UNSIZED}": 4}
+_WIDE = f"{_UNSIZED} + wide"
+_INT64 = "int64_index"
+_INT64_NOTE = (
+    "int64_index: values or output past 2**31 elements; the two scans, the two scatters and "
+    "the index cumsum are int64 (AI CPU); a fused kernel closes it"
+)
+_SIZE_PATHS = {
+    "no_weights": 9,
+    _UNSIZED: 10,
+    f"no_weights + {_UNSIZED}": 9,
+    _WIDE: 11,
+    _INT64: 10,
+    f"{_UNSIZED} + {_INT64}": 11,
+}
+# without the length sum the checks ride on the size's read: nothing after it needs guarding
+_SIZE_CHECKS = {_UNSIZED: 5, f"no_weights + {_UNSIZED}": 5, _WIDE: 5, f"{_UNSIZED} + {_INT64}": 5}
+_SIZE_AI_CPU = {_INT64: 5, f"{_UNSIZED} + {_INT64}": 5}
 
 
+# Launches: the lengths gather, both int32 scans into one buffer (a zero_ of its two leading
+# zeros, two cumsum), a gather of the source rows' (start, end), the index (two index_add of a
+# cached constant, a cumsum), one gather per output: 10 with weights, the catalogue's target
+# (11 before, with repeat_interleave).  Checks (the data checks' current default, one
+# _assert_async): aminmax of permute and of lengths, the permute clamp, the amin of the scans
+# (a wrapped int32 scan), stack, bounds upload, clamp, eq, all, _assert_async, then the row
+# bounds and the index clamped (the gathers in bounds while the check is deferred): 12.
 def _sparse(strided: bool) -> Budget:
-    paths = {**_SIZE_PATHS, "strided_lengths": 12} if strided else _SIZE_PATHS
+    paths = {**_SIZE_PATHS, "strided_lengths": 11} if strided else _SIZE_PATHS
     return Budget(
-        launches=11,
-        checks=9,
+        launches=10,
+        checks=12,
         syncs=0,
         syncs_unsized=1,
+        ai_cpu=0,
+        path_ai_cpu=_SIZE_AI_CPU,
         paths=paths,
         path_checks=_SIZE_CHECKS,
-        target=10,
-        note=_WEIGHTS_NOTE,
+        note=_INT64_NOTE,
     )
 
 
@@ -49,19 +74,25 @@ BUDGETS: dict[str, Budget] = {
     "fbgemm::permute_2D_sparse_data_input1D": _sparse(strided=False),
     # no size argument: the output size is always read back, and the checks ride on that sync
     "fbgemm::permute_sparse_features": Budget(
-        launches=11,
-        checks=4,
+        launches=10,
+        checks=5,
         syncs=1,
-        paths={"no_weights": 10, "strided_lengths": 12},
-        target=10,
-        note=_WEIGHTS_NOTE,
+        ai_cpu=0,
+        path_ai_cpu={_INT64: 5},
+        paths={"no_weights": 9, "strided_lengths": 11, "wide": 11, _INT64: 11},
+        note=_INT64_NOTE,
     ),
-    # arange + index_put_; the check that permute is a permutation: a clamp for safe writes, a
-    # gather back, two compares, and, all, _assert_async.  A permute no view flattens: one copy.
-    "fbgemm::invert_permute": Budget(launches=2, checks=7, paths={"strided": 3}),
-    # the output lengths, the starts (gather + difference), the index (4); the checks: permute
-    # in range, offsets from 0 to output_size without decreasing.  Checks 9, was 8: the offsets
-    # are compared (ge + all), no longer judged by the amin of the lengths' difference, which
-    # int32 offsets across 2**31 wrapped past (the gather then read by a wrong size)
-    "fbgemm::expand_into_jagged_permute": Budget(launches=7, checks=9),
+    # index_put_ of a cached arange; the check that permute is a permutation: a clamp for safe
+    # writes, a gather back, two compares, and, all, _assert_async.  A permute no view flattens:
+    # one copy.
+    "fbgemm::invert_permute": Budget(launches=1, checks=7, ai_cpu=0, paths={"strided": 2}),
+    # int64 (main path): the starts gather and their distance to the output starts, the row of
+    # each element by segment ids (clamp, index_add, cumsum, all int32), a gather and the add of a
+    # cached arange; int32: the starts gather, the distance, two index_add and a cumsum of the
+    # segment arange (int32 wraps as upstream's).  The checks: permute in range, offsets from 0
+    # to output_size without decreasing, then the permute clamped for the gather (and, int32,
+    # the offsets for the scatters) until they are read
+    "fbgemm::expand_into_jagged_permute": Budget(
+        launches=7, checks=10, ai_cpu=0, paths={"int32": 5}, path_checks={"int32": 11}
+    ),
 }

@@ -13,8 +13,9 @@ a KJT out) and ``permute`` of ``T`` feature indices::
 
 with ``s``/``o`` the exclusive cumsums of ``lengths``/``permuted_lengths`` (row-major).  ``permute``
 may repeat or drop features.  The 1-D form permutes single segments (``B = 1``).  The values are
-one gather ``values[idx]`` with ``idx`` from :func:`._utils.segment_gather_index` (int32 when every
-position fits, halving its bytes).
+one gather ``values[idx]`` with ``idx`` from :func:`._gather.source_index`: int32 scans,
+scatters and index whenever the sizes allow (decided on the host: the values and the output
+below 2**31 elements), so nothing runs on a 910B's AI CPU, int32 or int64 lengths alike.
 
 Semantics measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0) and read from its CUDA ones:
 
@@ -41,13 +42,14 @@ and the argument (``ValueError`` when the output size is read back anyway, else 
 its 2-D CPU kernels read a non-contiguous ``permute`` through its raw data pointer (wrong result,
 or a failed huge allocation).
 
-Launches per call: the lengths gather, two cumsums, the start gather and difference, the gather
-index (:func:`._utils.segment_gather_index`), one gather per output tensor (the weights' own
-gather puts the weighted call over the catalogue's target).  Without ``permuted_lengths_sum`` the
-output size is read back to the host and the data checks ride on that read, so they cost less
-than the device assert they need when it is given (see :mod:`._utils`).  ATen has no "segment
-arange" op; a fused kernel (a kernel for the lengths and one for the data, as upstream's CUDA
-has) is the remedy.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+Launches per call: the lengths gather, both scans into one buffer (``zero_``, two ``cumsum``),
+the gather of the source rows' bounds, the index (two ``index_add``, a ``cumsum``:
+:mod:`._gather`), one gather per output tensor: 10 with weights.  Without
+``permuted_lengths_sum`` the output size is read back to the host and the data checks ride on
+that read, so they cost less than the queued check they need when it is given (see
+:mod:`._utils`).  Values or an output of 2**31 elements or more take the same program in int64
+(AI CPU); a fused kernel (a kernel for the lengths and one for the data, as upstream's CUDA has)
+would do it in about 3.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -245,10 +247,10 @@ def invert_permute_npu(permute: torch.Tensor) -> torch.Tensor:
     flat; output of ``permute``'s shape and dtype, int32 or int64).
 
     ``permute`` must be a permutation: upstream writes out of bounds for indices outside ``[0, n)``
-    and leaves entries uninitialised for repeats, so both are refused.  Launches: ``arange``,
-    ``index_put_``; the permutation check adds a clamp for safe writes, a gather back, two compares,
-    ``and``, ``all``, ``_assert_async``.  Launches and syncs: ``BUDGETS`` in ``budgets.py``
-    (docs/ops.md).
+    and leaves entries uninitialised for repeats, so both are refused.  Launches: ``index_put_`` of
+    a cached ``arange``; the permutation check adds a clamp for safe writes, a gather back, two
+    compares, ``and``, ``all``, ``_assert_async``.  Launches and syncs: ``BUDGETS`` in
+    ``budgets.py`` (docs/ops.md).
     """
     return _pi.invert(INVERT_PERMUTE, permute)
 
@@ -267,9 +269,11 @@ def expand_into_jagged_permute_npu(
     ``permute`` (``T > 0`` entries) and both offset tensors (``T + 1`` entries) share one dtype,
     int32 or int64, which the output has.  ``output_offset`` must run from 0 to ``output_size``
     without decreasing and ``permute`` must index ``[0, T)``: upstream writes out of bounds or
-    leaves garbage otherwise.  Launches: a difference for the output lengths, a gather and a
-    difference for the starts, the index (:func:`._utils.segment_gather_index`), then the data
-    checks.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+    leaves garbage otherwise.  Launches: the starts gather, then int64 (values may pass 2**31):
+    their distance to the output starts, the segment of each element by int32 segment ids, a
+    gather and an add (:func:`._gather.segment_arange_wide`); int32: the distance, two
+    ``index_add`` and a ``cumsum`` (:func:`._gather.segment_arange`).  No AI-CPU launch either
+    way.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     return _pi.expand(EXPAND_INTO_JAGGED_PERMUTE, permute, input_offset, output_offset, output_size)
 
