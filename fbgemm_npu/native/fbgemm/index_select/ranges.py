@@ -128,6 +128,11 @@ def _lengths_range(
     total = 0 if n == 0 else _lengths_total(checks, t_in, size)
     if t_in.dtype == torch.int32 and total >= _u.INT32_LIMIT:
         # int32 lengths sum within int32, as their running sums in upstream's kernels
+        if size is not None:
+            raise ValueError(
+                f"{op}: argument 'shape' (size {size}) must be below 2**31 for int32 't_in' "
+                "(int32 lengths sum within int32)"
+            )
         raise ValueError(f"{op}: {_u.sum_fits('t_in', torch.int32)}; the sum is {total}")
     with allocation_of(op, f"the output of argument 't_in' (its sum, {total} elements)"):
         return _ranges_of(checks, t_in, size, total, out)
