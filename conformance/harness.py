@@ -20,6 +20,7 @@ from conformance.spec import BudgetUse, CaseResult, Compare, OpSpec, TensorView,
 from fbgemm_npu._registry import REGISTRY
 from fbgemm_npu.native._checks import validation_enabled
 from fbgemm_npu.testing import counters
+from fbgemm_npu.testing.budgets import drain_checks
 
 __all__ = [
     "USER_ERRORS",
@@ -236,6 +237,7 @@ def run_example(spec: OpSpec, inputs: Any, device: str | torch.device = "npu:0")
         upstream_error = exc
     ours_in = materialize(inputs, device)
     _warm_index_caches(device)
+    drain_checks()
     ours_error: BaseException | None = None
     with counters.count(_counted_device_type(device)) as count:
         try:

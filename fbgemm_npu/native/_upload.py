@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import torch
 
+from fbgemm_npu.native._index import tracing
+
 __all__ = ["upload"]
 
 
@@ -37,6 +39,10 @@ def upload(
         host = torch.tensor(values, dtype=dtype)
     if device.type == "cpu":
         return host
+    if tracing():
+        # under a trace (torch.compile, opcheck) there is no pinned fake tensor: a plain copy,
+        # which the compiled graph turns into a constant of its own
+        return host.to(device)
     # pin_memory() copies into a block of the caching host allocator (cheap after the first
     # call); the device copy is then asynchronous and the stream never drains for it
     return host.pin_memory().to(device, non_blocking=True)
