@@ -6,8 +6,8 @@ count must not depend on them), with the data checks off (the kernel alone: ``la
 a warm-up call (the first one fills the cached ``arange`` and scalars, ``native/_index.py``).
 Every count must equal its budget, both ways, and no launch may take a 910B's AI CPU
 (``Budget.ai_cpu``): the offsets (stacked: lengths) are int64 and, with the checks on, int32
-too; the to-dense ops and the stacked ops also run on int64 values (their padding fill is the
-dtype-dependent step).  :func:`test_each_further_jagged_dim_costs_one_index_level` reads from
+too; the ops that fill padding also run on int64 values (their ``int64_values`` paths: the fill
+is the dtype-dependent step).  :func:`test_each_further_jagged_dim_costs_one_index_level` reads from
 the table how the counts grow with the jagged dims.
 """
 
@@ -118,9 +118,15 @@ def _to_jagged(
 
 
 def _elementwise(
-    op: str, k: int, strided: bool, two_dtypes: bool, size: Size, index: torch.dtype, _: torch.dtype
+    op: str,
+    k: int,
+    strided: bool,
+    two_dtypes: bool,
+    size: Size,
+    index: torch.dtype,
+    values: torch.dtype,
 ) -> Call:
-    v, offsets, lengths = _batch(size, k, index)
+    v, offsets, lengths = _batch(size, k, index, values)
     y, fn = _dense(v, lengths, size[0], strided), getattr(F, op)
     if "dense_dense" in op:
         y_1 = _dense(v, lengths, size[0], strided).half() if two_dtypes else y
@@ -160,17 +166,23 @@ def _dims_cases(
     *args: Any,
     more: tuple[str, ...] = (),
     sized: bool = True,
+    values: torch.dtype = torch.float32,
 ) -> list[Case]:
-    """One case per number of jagged dims: ``make(op, k, *args, size)``."""
-    return [Case(op, dims_path(k, *more), partial(make, op, k, *args), sized) for k in DIMS]
+    """One case per number of jagged dims: ``make(op, k, *args, size, index, values)``."""
+    return [
+        Case(op, dims_path(k, *more), partial(make, op, k, *args), sized, values=values)
+        for k in DIMS
+    ]
 
 
 def _cases() -> list[Case]:
     cases = []
     for op in ("jagged_to_padded_dense", "jagged_to_padded_dense_forward"):
         cases += _dims_cases(op, _to_dense)
+        cases += _dims_cases(op, _to_dense, more=("int64_values",), values=I64)
     for op in ("jagged_1d_to_dense", "jagged_2d_to_dense"):
         cases.append(Case(op, None, partial(_to_dense, op, 1)))
+        cases.append(Case(op, "int64_values", partial(_to_dense, op, 1), values=I64))
     op = "jagged_to_padded_dense_backward"
     cases.append(Case(op, "strided_grad_output", partial(_to_jagged, op, 1, True, True)))
     cases += _dims_cases(op, _to_jagged, False, True)
@@ -181,6 +193,8 @@ def _cases() -> list[Case]:
             cases += _dims_cases(op, _to_jagged, False, sized, more=more, sized=sized)
     for op in ELEMENTWISE:
         cases += _dims_cases(op, _elementwise, False, False)
+        if "int64_values" in budget_of(f"fbgemm::{op}").paths:  # add: x's padding filled
+            cases += _dims_cases(op, _elementwise, False, False, more=("int64_values",), values=I64)
         if "strided_y" in budget_of(f"fbgemm::{op}").paths:
             cases.append(Case(op, "strided_y", partial(_elementwise, op, 1, True, False)))
         if "dense_dense" in op:  # y_0 and y_1 of two dtypes: each scattered on its own
@@ -192,24 +206,14 @@ def _cases() -> list[Case]:
     for op in ("stacked_jagged_1d_to_dense", "stacked_jagged_2d_to_dense"):
         cases.append(Case(op, None, partial(_stacked, op)))
         cases.append(Case(op, "int32_lengths", partial(_stacked, op), index=I32))
+        cases.append(Case(op, "int64_values", partial(_stacked, op), values=I64))
     return cases
 
 
 CASES = _cases()
-# The int32 twins of every int64 case (stacked: its int32_lengths path) and the int64-values
-# twins of the ops that fill padding, measured with the checks on (the kernel included).
-_INT64_VALUES = {
-    "jagged_to_padded_dense",
-    "jagged_to_padded_dense_forward",
-    "jagged_1d_to_dense",
-    "jagged_2d_to_dense",
-    "stacked_jagged_1d_to_dense",
-    "stacked_jagged_2d_to_dense",
-}
-TWINS = [
-    *(replace(c, index=I32) for c in CASES if c.index == I64 and not c.op.startswith("stacked")),
-    *(replace(c, values=I64) for c in CASES if c.op in _INT64_VALUES),
-]
+# The int32 twins of every int64 case (stacked: its int32_lengths path), measured with the
+# checks on (the kernel included): the same counts.
+TWINS = [replace(c, index=I32) for c in CASES if c.index == I64 and not c.op.startswith("stacked")]
 
 
 def _measure(case: Case, sizes: tuple[Size, ...] = SIZES) -> list[int]:
@@ -238,8 +242,8 @@ def test_budget_with_the_checks_on(case: Case) -> None:
 
 @pytest.mark.parametrize("case", TWINS, ids=str)
 def test_budget_of_other_dtypes(case: Case) -> None:
-    """The same counts, none on the AI CPU, for int32 offsets and int64 values (one size: the
-    int64 cases show the count does not depend on it)."""
+    """The same counts, none on the AI CPU, for int32 offsets (one size: the int64 cases show
+    the count does not depend on it)."""
     _measure(case, SIZES[:1])
 
 

@@ -34,6 +34,7 @@ from conformance.specs.fbgemm.jagged.inputs import (
     DTYPES,
     EXACT,
     OFFSETS,
+    int64_values,
     jagged_inputs,
     real,
     rows_need_copy,
@@ -126,7 +127,7 @@ def _budget_of(name: str):  # noqa: ANN202
     ) -> BudgetUse:
         k = len(x_offsets)
         if name == "jagged_dense_elementwise_add":  # a strided or broadcast y costs nothing more
-            return BudgetUse(path=dims_path(k))
+            return BudgetUse(path=dims_path(k, *int64_values(x_values)))
         if y_1 is None:
             return BudgetUse(path=dims_path(k, *(("strided_y",) if rows_need_copy(y) else ())))
         y0, y1 = real(y_0), real(y_1)

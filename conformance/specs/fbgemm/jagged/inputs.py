@@ -59,6 +59,12 @@ def dims_budget(offsets: Sequence[Any], *more: str) -> BudgetUse:
     return BudgetUse(path=dims_path(len(offsets), *more))
 
 
+def int64_values(values: Any) -> tuple[str, ...]:
+    """``("int64_values",)`` for int64 values, whose padding fill costs a launch more (a gather's
+    ``int64_values`` budget paths), else ``()``."""
+    return ("int64_values",) if getattr(real(values), "dtype", None) == torch.int64 else ()
+
+
 def forward_and_backward(
     name: str,
     inputs: Callable[[Sequence[torch.dtype]], st.SearchStrategy[Any]],

@@ -8,7 +8,7 @@ examples for an empty key slice, reads past a key's slice (upstream reads on: th
 view), negative slice bounds (they wrap, as ATen slices do), a negative length, B = 0, lists
 longer than T + 1 (ignored) and 1-D lengths (upstream raises).
 
-Budgets: the op's entry, for any number of keys.
+Budgets: the op's entry, for any number of keys (int64 values: its ``int64_values`` path).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.harness import BudgetUse, TensorView
-from conformance.specs.fbgemm.jagged.inputs import DTYPES, forward_and_backward
+from conformance.specs.fbgemm.jagged.inputs import DTYPES, forward_and_backward, int64_values
 from conformance.strategies import with_layout
 
 
@@ -72,18 +72,23 @@ def _stacked_examples(ndim: int) -> tuple[dict[str, Any], ...]:
     )
 
 
+def stacked_budget(values: Any, **_: Any) -> BudgetUse:
+    """The main path (int32 lengths cost no more), or ``int64_values`` (the fill's scalar)."""
+    return BudgetUse(path=int64_values(values)[0] if int64_values(values) else None)
+
+
 SPECS = [
     *forward_and_backward(
         "stacked_jagged_1d_to_dense",
         lambda d: stacked_inputs(1, d),
-        BudgetUse(),
+        stacked_budget,
         _stacked_examples(1),
         None,
     ),
     *forward_and_backward(
         "stacked_jagged_2d_to_dense",
         lambda d: stacked_inputs(2, d),
-        BudgetUse(),
+        stacked_budget,
         _stacked_examples(2),
         "values",
         "outputs: views of one grid",

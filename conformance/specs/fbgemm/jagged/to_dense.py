@@ -7,7 +7,7 @@ negative, fractional (truncated for ints) and past float16's range (inf), given 
 Inputs that make upstream read out of bounds cannot run here (tests/fbgemm/jagged/ covers them),
 nor can padding values whose integer conversion is undefined behaviour in C++.
 
-Budgets: the op's entry, on its path for the number of jagged dims.
+Budgets: the op's entry, on its path for the number of jagged dims (and ``int64_values``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from conformance.specs.fbgemm.jagged.inputs import (
     OFFSETS,
     dims_budget,
     forward_and_backward,
+    int64_values,
     to_dense_inputs,
 )
 
@@ -65,7 +66,11 @@ TO_DENSE_EXAMPLES: tuple[dict[str, Any], ...] = (
 def to_dense_budget(
     values: Any, offsets: Sequence[Any], max_lengths: Sequence[int], padding_value: float = 0.0
 ) -> BudgetUse:
-    return dims_budget(offsets)
+    return dims_budget(offsets, *int64_values(values))
+
+
+def one_dim_budget(values: Any, offsets: Any, **_: Any) -> BudgetUse:
+    return dims_budget([offsets], *int64_values(values))
 
 
 def _fix_padding(args: dict[str, Any], name: str) -> dict[str, Any]:
@@ -118,7 +123,7 @@ SPECS = [
         for spec in forward_and_backward(
             name,
             lambda d, n=name: one_dim_inputs(n, d),
-            BudgetUse(),
+            one_dim_budget,
             _one_dim_examples(name),
             "values",
         )

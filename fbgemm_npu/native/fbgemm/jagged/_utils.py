@@ -50,7 +50,7 @@ from fbgemm_npu.native._checks import (
     dtype_name,
     validation_enabled,
 )
-from fbgemm_npu.native._index import arange_cached, filled_i32, tracing
+from fbgemm_npu.native._index import arange_cached, filled_i32
 
 __all__ = [
     "JAGGED_DTYPES",
@@ -329,30 +329,13 @@ def checked_dense_index(
 
 def fill_padding(out: torch.Tensor, pad: torch.Tensor, value: int | float) -> torch.Tensor:
     """``out`` (``[P]`` or ``[P, D]``, gathered) with ``value`` at the ``P`` positions ``pad``
-    (``[P]``) sets: one ``masked_fill_`` in place, or for int64 (whose ``masked_fill_`` a 910B
-    runs on its AI CPU) one ``where`` with a cached device scalar."""
+    (``[P]``) sets: one ``masked_fill_`` in place; for int64 (whose ``masked_fill_`` a 910B runs
+    on its AI CPU) a ``where``, whose scalar costs a fill launch of its own (the budgets'
+    ``int64_values`` paths)."""
     mask = pad.view(-1, *([1] * (out.dim() - 1)))
     if out.dtype != torch.int64:
         return out.masked_fill_(mask, value)
-    return torch.where(mask, _scalar(int(value), out.device), out)
-
-
-# Device scalars of int64 padding values (a user's padding values are few): a fresh one costs a
-# fill launch, a cached one none.  Keyed on host values, so never stale; bounded.
-_SCALARS: dict[tuple[torch.device, int], torch.Tensor] = {}
-
-
-def _scalar(value: int, device: torch.device) -> torch.Tensor:
-    """``value`` as a 0-d int64 tensor on ``device``, cached (fresh when traced)."""
-    if tracing():
-        return torch.full((), value, dtype=torch.int64, device=device)
-    key = (device, value)
-    got = _SCALARS.get(key)
-    if got is None:
-        if len(_SCALARS) >= 64:
-            _SCALARS.clear()
-        got = _SCALARS[key] = torch.full((), value, dtype=torch.int64, device=device)
-    return got
+    return torch.where(mask, int(value), out)
 
 
 def assert_no_bad(op: str, bad: list[torch.Tensor] | None, what: str) -> None:

@@ -28,6 +28,9 @@ from fbgemm_npu.native.family import Budget
 # The data check of 2 and 3 jagged dims of a gather (7 for one) and of a scatter (6 for one).
 _READ_DIMS = {"two_dims": 11, "three_dims": 15}
 _WRITE_DIMS = {"two_dims": 10, "three_dims": 14}
+# A gather's int64 values (``int64_values`` paths): their padding fill is a where, whose scalar
+# costs a launch of its own (int64 masked_fill_ runs on a 910B's AI CPU); the checks the same.
+_READ_DIMS_INT64 = {"two_dims_int64_values": 11, "three_dims_int64_values": 15}
 
 # Jagged -> dense: the dense index (add of a cached arange and compare for the first dim; a
 # further dim adds a clamp, a gather of the (begin, end) pairs, add, compare and or), the rows
@@ -36,8 +39,14 @@ _TO_DENSE = Budget(
     launches=5,
     checks=7,
     ai_cpu=0,
-    paths={"two_dims": 10, "three_dims": 15},
-    path_checks=_READ_DIMS,
+    paths={
+        "two_dims": 10,
+        "three_dims": 15,
+        "int64_values": 6,
+        "two_dims_int64_values": 11,
+        "three_dims_int64_values": 16,
+    },
+    path_checks={**_READ_DIMS, **_READ_DIMS_INT64},
 )
 
 # Dense -> jagged: the same index, its padding positions sent to a spare row (where, remainder),
@@ -123,12 +132,13 @@ _DENSE_DENSE_OFFSETS = Budget(
 # lists), the int32 scan of the lengths (a cat with cached zeros, cumsum), one gather of each
 # column's row ends, the grid index (sub, le, add, clamp), the gather of the values and its
 # padding fill, one split into the keys' own tensors, for any number of keys (T > 1); int32
-# lengths cost the same, their check one launch less (no int64 length can pass the int32 scan).
+# lengths cost the same, their check one launch less (no int64 length to fit the int32 scan);
+# int64 values one launch more (the padding fill's scalar, as in _TO_DENSE).
 _STACKED = Budget(
     launches=11,
     checks=8,
     ai_cpu=0,
-    paths={"int32_lengths": 11},
+    paths={"int32_lengths": 11, "int64_values": 12},
     path_checks={"int32_lengths": 7},
     target=8,
     note=(
@@ -143,8 +153,8 @@ BUDGETS: dict[str, Budget] = {
     # upstream's composite: its forward op, run by our autograd kernel (no launch of its own)
     "fbgemm::jagged_to_padded_dense": _TO_DENSE,
     "fbgemm::jagged_to_padded_dense_forward": _TO_DENSE,
-    "fbgemm::jagged_1d_to_dense": Budget(launches=5, checks=7, ai_cpu=0),
-    "fbgemm::jagged_2d_to_dense": Budget(launches=5, checks=7, ai_cpu=0),
+    "fbgemm::jagged_1d_to_dense": Budget(launches=5, checks=7, ai_cpu=0, paths={"int64_values": 6}),
+    "fbgemm::jagged_2d_to_dense": Budget(launches=5, checks=7, ai_cpu=0, paths={"int64_values": 6}),
     # to_jagged of the gradient, total_L always given
     "fbgemm::jagged_to_padded_dense_backward": Budget(
         launches=6,
@@ -160,8 +170,14 @@ BUDGETS: dict[str, Budget] = {
         launches=6,
         checks=7,
         ai_cpu=0,
-        paths={"two_dims": 11, "three_dims": 16},
-        path_checks=_READ_DIMS,
+        paths={
+            "two_dims": 11,
+            "three_dims": 16,
+            "int64_values": 7,
+            "two_dims_int64_values": 12,
+            "three_dims_int64_values": 17,
+        },
+        path_checks={**_READ_DIMS, **_READ_DIMS_INT64},
     ),
     "fbgemm::jagged_dense_elementwise_mul": _JAGGED_OUTPUT_OFFSETS,
     "fbgemm::jagged_dense_elementwise_mul_forward": _JAGGED_OUTPUT,

@@ -142,7 +142,8 @@ def _grid(
     # holds (upstream reads them as 32-bit ints too).  Row b of a column's key spans
     # scan[b] .. scan[b + 1]; one gather brings both ends to every column.
     zeros = filled_i32(t, 0, lengths.device).view(t, 1)
-    scan = torch.cat([zeros, lengths], dim=1).cumsum(1, dtype=torch.int32)  # [T, B + 1]
+    with_zero = torch.cat([zeros, lengths], dim=1)  # contiguous, whatever the lengths' strides
+    scan = with_zero.cumsum(1, dtype=torch.int32)  # [T, B + 1]
     ends = scan.t().index_select(1, key)  # [B + 1, C]
     start = ends[:-1]
     pad = (ends[1:] - start) <= j_cmp  # j >= the row's length (int32: exact, see above)
@@ -150,7 +151,7 @@ def _grid(
     if validation_enabled():
         bad = [int32_bad(scan), beyond_rows(idx, pad, n)]
         if lengths.dtype == torch.int64:  # a length the int32 scan would truncate
-            bad.append(torch.div(lengths, 2**31, rounding_mode="trunc"))
+            bad.append(torch.div(with_zero, 2**31, rounding_mode="trunc"))
         assert_no_bad(op, bad, f"arguments 'lengths' / 'offset_per_key': {READ_CHECK}")
     return idx.clamp_(0, n - 1), pad  # no read leaves the values, whatever the data
 
