@@ -1,7 +1,7 @@
 """The TBE metadata ops held to their BUDGETS entries: ``bounds_check_indices`` in every mode,
-``get_infos_metadata`` and ``generate_vbe_metadata``; none grows with the number of tables or
-with VBE.  Each call is measured after a warm-up call (the first one grows a cached workspace),
-and held to exactly its budget: these entries are the measured counts."""
+``get_infos_metadata`` and ``generate_vbe_metadata``; none grows with the number of tables, and
+VBE has paths of its own.  Each call is measured after a warm-up call (the first one grows a
+cached workspace), and held to exactly its budget: these entries are the measured counts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 import torch
 from fbgemm_gpu.split_table_batched_embeddings_ops_common import BoundsCheckMode
 
-from fbgemm_npu.testing.budgets import assert_op_budget
+from fbgemm_npu.native._checks import validation_enabled
+from fbgemm_npu.testing.budgets import assert_op_budget, budget_of
 from fbgemm_npu.testing.tbe_inputs import NPU
 
 BOUNDS = "fbgemm::bounds_check_indices"
@@ -44,27 +45,67 @@ def bounds_check_call(mode: BoundsCheckMode, T: int, vbe: bool) -> object:
     return call
 
 
-def held_bounds_check(mode: BoundsCheckMode, T: int, vbe: bool) -> tuple[int, int]:
+def budget_path(mode: BoundsCheckMode, vbe: bool) -> str | None:
+    """The budget path of a mode, and of its VBE call (the features' first offsets are gathered
+    by ``B_offsets``, after a clamp: 2 launches more) where the mode does anything."""
+    path = MODE_PATHS[mode]
+    if not vbe or path == "none":
+        return path
+    return "vbe" if path is None else f"vbe_{path}"
+
+
+def held_bounds_check(mode: BoundsCheckMode, T: int, vbe: bool) -> tuple[int, int, int]:
     call = bounds_check_call(mode, T, vbe)
     call()  # warm-up
-    c = assert_op_budget(call, BOUNDS, path=MODE_PATHS[mode], exact=True)
-    return c.launches, c.syncs
+    path = budget_path(mode, vbe)
+    if mode == BoundsCheckMode.FATAL and not validation_enabled():
+        # FATAL's raise is the mode's contract, data checks on or off; with them off its flag is
+        # queued rather than asserted (native/_pending.py): the assert's launch is not made
+        c = assert_op_budget(call, BOUNDS, path=path)
+        assert c.launches == budget_of(BOUNDS).launch_limit(False, path=path) - 1, c.summary()
+    else:
+        c = assert_op_budget(call, BOUNDS, path=path, exact=True)
+    return c.launches, c.syncs, c.ai_cpu
 
 
 @pytest.mark.parametrize("mode", list(BoundsCheckMode), ids=lambda m: m.name)
 def test_bounds_check_indices_budget(mode: BoundsCheckMode) -> None:
-    """Per mode, the data check (FATAL's device-side assert) included: the same for 1 table,
-    32 tables and VBE."""
-    counts = {held_bounds_check(mode, T, vbe) for T in (1, 32) for vbe in (False, True)}
-    assert len(counts) == 1, counts
+    """Per mode, the data check (FATAL's device-side assert) included: the same for 1 table and
+    32 tables, with VBE and without (each its own path); no AI-CPU launch."""
+    for vbe in (False, True):
+        counts = {held_bounds_check(mode, T, vbe) for T in (1, 32)}
+        assert len(counts) == 1, counts
+        assert counts.pop()[2] == 0
 
 
 @pytest.mark.parametrize("mode", list(BoundsCheckMode), ids=lambda m: m.name)
 def test_bounds_check_indices_budget_without_data_checks(
     no_validation: None, mode: BoundsCheckMode
 ) -> None:
-    counts = {held_bounds_check(mode, T, vbe) for T in (1, 32) for vbe in (False, True)}
-    assert len(counts) == 1, counts
+    for vbe in (False, True):
+        counts = {held_bounds_check(mode, T, vbe) for T in (1, 32)}
+        assert len(counts) == 1, counts
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=str)
+@pytest.mark.parametrize("mode", [BoundsCheckMode.WARNING, BoundsCheckMode.FATAL], ids=str)
+def test_bounds_check_indices_budget_of_each_index_dtype(
+    dtype: torch.dtype, mode: BoundsCheckMode
+) -> None:
+    """int32 and int64 indices and offsets alike: the same launches, none on the AI CPU (int64
+    is where masked_fill_, cumsum and index_add would go to it)."""
+    B, L, T = 3, 2, 4
+    rows = torch.full((T,), 10, device=NPU)
+    idx = torch.randint(0, 10, (T * B * L,), generator=torch.Generator().manual_seed(1))
+    idx, off = idx.to(dtype).to(NPU), torch.arange(0, T * B * L + 1, L, dtype=dtype).to(NPU)
+    warning = torch.zeros(1, dtype=torch.int64, device=NPU)
+
+    def call() -> None:
+        torch.ops.fbgemm.bounds_check_indices(rows, idx, off, mode.value, warning, None)
+
+    call()
+    c = assert_op_budget(call, BOUNDS, path=MODE_PATHS[mode], exact=True)
+    assert c.ai_cpu == 0, [e.name for e in c.events if e.ai_cpu]
 
 
 def test_get_infos_metadata_budget() -> None:

@@ -112,6 +112,19 @@ def test_rowwise_adagrad_with_counter_matches_upstream_cpu(case: str) -> None:
     )
 
 
+@pytest.mark.parametrize("opt", [O.EXACT_SGD, O.EXACT_ROWWISE_ADAGRAD])
+def test_two_digit_key_sort_matches_upstream_cpu(opt: O, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backward's route for tables past 2**24 rows (two stable float sorts of 24-bit
+    digits, :func:`fbgemm_npu.native.fbgemm.tbe.backward.sort_keys`), forced on small tables by
+    lowering the host's threshold: the same training as upstream's, shared tables and VBE
+    included (the keys themselves past 2**24 are test_tbe_routes.py's)."""
+    from fbgemm_npu.native.fbgemm.tbe import backward
+
+    monkeypatch.setattr(backward, "F32_EXACT", 0)
+    compare_training(opt, MIXED, tol=1e-4, feature_table_map=[0, 0, 1, 2])
+    compare_training(opt, MIXED, tol=1e-4, vbe=[[2, 3], [1, 4], [5, 0]])
+
+
 @pytest.mark.parametrize("opt", [O.EXACT_SGD, O.EXACT_ADAGRAD, O.EXACT_ROWWISE_ADAGRAD])
 def test_gradient_clipping_matches_upstream_cpu(opt: O) -> None:
     # upstream clips grad_output itself (before per-sample weights and de-duplication)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from fbgemm_npu.native._index import arange_cached, segment_ids, tracing
+from fbgemm_npu.native._upload import upload
 
 __all__ = [
     "StateLayout",
@@ -42,6 +43,7 @@ __all__ = [
     "register_host_values",
     "segment_ids",
     "tracing",
+    "zeros_cached",
 ]
 
 _HOST: dict[int, tuple[weakref.ref, int, tuple[int, ...]]] = {}
@@ -139,6 +141,10 @@ class TableClass:
     fwd_rows: torch.Tensor  # [T + 1, 4]: rows[:, (0, m, 2m, 2m + 1)], all the forward needs
     member_index: torch.Tensor  # [T_c] feature ids, int64
     cols: torch.Tensor  # [T_c, D] output columns of the members, int64
+    # an exclusive bound of the de-duplication keys (row 1 of the index matrix): the rows of
+    # the class's [n, D] view of the weights, plus one; the backward's sort route depends on it
+    key_bound: int = 1 << 62
+    member_mask: torch.Tensor | None = None  # [T + 1] bool: the class's features (VBE scatter)
 
     @property
     def n_members(self) -> int:
@@ -239,7 +245,7 @@ def _build_plan(
             [base[k][t] for k in range(m)] + [mul[k][t] for k in range(m)] + list(bounds[t])
             for t in range(T + 1)
         ]
-        rows = torch.tensor(table, dtype=torch.int64, device=device)
+        rows = upload(table, torch.int64, device)
         cols = [[d_offsets[t] + c for c in range(D)] for t in members]
         classes.append(
             TableClass(
@@ -249,8 +255,10 @@ def _build_plan(
                 state_residues=res,
                 rows=rows,
                 fwd_rows=rows[:, [0, m, 2 * m, 2 * m + 1]].contiguous(),
-                member_index=torch.tensor(members, dtype=torch.int64, device=device),
-                cols=torch.tensor(cols, dtype=torch.int64, device=device),
+                member_index=upload(members, torch.int64, device),
+                cols=upload(cols, torch.int64, device),
+                key_bound=max((weights_numel - w_res) // D, 0) + 1,
+                member_mask=upload([t in members for t in range(T + 1)], torch.bool, device),
             )
         )
     return TbePlan(
@@ -259,7 +267,7 @@ def _build_plan(
         D_offsets=d_offsets,
         total_D=d_offsets[-1],
         classes=classes,
-        dims_t=torch.tensor(dims, dtype=torch.int64, device=device),
+        dims_t=upload(dims, torch.int64, device),
     )
 
 
@@ -295,6 +303,24 @@ def get_plan(
     while len(_PLANS) > _PLAN_CACHE_SIZE:
         _PLANS.popitem(last=False)
     return plan
+
+
+_ZEROS: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
+
+
+def zeros_cached(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``n`` zeros as a prefix view of a cached, growing buffer: the source of out-of-place
+    scatters (``index_put`` / ``index_add`` into zeros: one launch, no ``zeros`` first); a fresh
+    tensor when traced.  Callers must not write to it."""
+    if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None:
+        return torch.zeros(n, dtype=dtype, device=device)
+    key = (device, dtype)
+    buf = _ZEROS.get(key)
+    if buf is None or buf.numel() < n:
+        buf = torch.zeros(max(n, 1024, 0 if buf is None else 2 * buf.numel()), dtype=dtype,
+                          device=device)  # fmt: skip
+        _ZEROS[key] = buf
+    return buf[:n]
 
 
 def class_view(flat: torch.Tensor, D: int, residue: int) -> torch.Tensor:

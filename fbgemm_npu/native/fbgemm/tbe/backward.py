@@ -8,18 +8,30 @@ weight (1 unweighted), divided by the bag length for MEAN; pooling NONE takes ro
 once.  Indices past ``offsets[-1]`` get no gradient.  With ``gradient_clipping`` the caller
 first clamps ``grad_output`` to ``[-max_gradient, max_gradient]``, as upstream does.
 
-Program per table class (:mod:`._utils`), without a host sync and without a
-buffer the size of a table -- every intermediate is ``O(L x D)`` for ``L`` indices:
+Program per table class (:mod:`._utils`), without a host sync, without a buffer the size of a
+table -- every intermediate is ``O(L x D)`` for ``L`` indices -- and without an op a 910B runs on
+its AI CPU (docs/hardware.md: integer ``sort``, ``searchsorted``, int64 ``cumsum``):
 
 1. sort the de-duplication keys (``weights row + 1``; 0 for indices of other classes, which so
-   form one run of their own) and permute the class's index matrix with the sort;
-2. run ids by a cumsum over "key differs from its predecessor" (runs numbered from 0);
-3. the runs' start positions (a searchsorted of the run ids) are bag offsets: one
-   ``_embedding_bag`` over ``grad_output``'s rows, with the per-index scale as per-sample weights,
-   sums each run's gradient into row ``k`` of an ``[L, D]`` buffer (zero past the last run);
-4. ``index_copy`` the permuted index matrix to its run id: column ``k`` names run ``k``'s rows in
-   every buffer (duplicates of a run write identical values, so the result is deterministic);
-   a slot whose key is 0 is empty or holds the other classes' run: it must change nothing.
+   form one run of their own) stably *as float32*, exact while the keys stay below ``2**24`` --
+   decided on the host from the class's row count (``TableClass.key_bound``); larger tables sort
+   two 24-bit digits in two stable float passes (an LSD radix sort, exact below ``2**48``) --
+   and permute the class's index matrix with the sort;
+2. run ids ``1, 2, ...`` by an int32 cumsum over "key differs from its predecessor" (a one at
+   sorted position 0);
+3. the runs' start positions by counting: an int32 ``index_add`` of ones at each run id gives
+   the run lengths, their int32 cumsum the starts (``searchsorted`` of the run ids before);
+   they are bag offsets: one ``_embedding_bag`` over ``grad_output``'s rows, with the per-index
+   scale as per-sample weights, sums each run's gradient into row ``k`` of an ``[L, D]`` buffer
+   (zero past the last run), in sorted -- that is index -- order within a run, as before;
+4. ``index_put`` the permuted index matrix at its run ids (out of place, into cached zeros):
+   column ``k`` names run ``k``'s rows in every buffer (the copies of a run agree on every
+   row the optimizer reads; row 2, the gradient row, is not read again); a slot whose key is 0
+   is empty or holds the other classes' run: it must change nothing.
+
+The order of the slots -- ascending rows, each touched row once -- and so every optimizer
+update is what the integer sort gave.  int32 run ids need ``L < 2**31`` (decided on the host);
+above it the ids are int64 (an AI-CPU cumsum and ``index_add``: a fused kernel is the remedy).
 
 The optimizer (:mod:`.optimizers`) computes new values for the ``L`` run slots
 (or, in its fast form, updates that are exact zeros on skipped slots, added as they are);
@@ -29,12 +41,13 @@ to the buffer's dtype before the difference is taken, so a row ends exactly at i
 whenever old and new are within a factor of two of each other (Sterbenz), and within one rounding
 otherwise.
 
-Launches (one class, non-VBE, SUM, fp32 gradient): sort, permute, the run ids (``zero_``, a compare,
-``cumsum``), the run starts, _embedding_bag, zeros + index_copy, the skip mask; the class's columns
-are selected when the class is not the whole output, per-sample weights and MEAN add the per-index
-scale, a half-precision gradient its cast to fp32.  Writing one buffer: the difference, its mask and
-the ``index_add`` (after a rounding for half precision).  Launches and syncs: ``BUDGETS`` in
-``budgets.py`` (docs/ops.md).
+Launches (one class, non-VBE, SUM, fp32 gradient, keys below ``2**24``): the float key, sort,
+permute, the run ids (``fill_``, a compare, ``cumsum``), the run starts (``index_add``,
+``cumsum``), _embedding_bag, index_put, the skip mask (10; two-digit keys: 7 more); the
+class's columns are selected when the class is not the whole output, per-sample weights and
+MEAN add the per-index scale, a half-precision gradient its cast to fp32.  Writing one buffer:
+the difference, its mask and the ``index_add`` (after a rounding for half precision).  Launches
+and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
@@ -43,7 +56,8 @@ from dataclasses import dataclass
 
 import torch
 
-from fbgemm_npu.native.fbgemm.tbe._utils import TableClass, TbePlan, arange_cached
+from fbgemm_npu.native._index import filled_i32
+from fbgemm_npu.native.fbgemm.tbe._utils import TableClass, TbePlan, arange_cached, zeros_cached
 from fbgemm_npu.native.fbgemm.tbe.forward import POOLING_MEAN, POOLING_NONE, ForwardState, VbeArgs
 
 __all__ = [
@@ -53,6 +67,7 @@ __all__ = [
     "aggregate_rows",
     "grad_rows_unsorted",
     "index_scale",
+    "sort_keys",
     "write_rows",
 ]
 
@@ -64,7 +79,7 @@ class RunSlots:
     agg: torch.Tensor  # [L, D] fp32: aggregated gradient of run k (0 for empty slots)
     index: torch.Tensor  # [m, L]: run k's rows (see TableClass.rows), 0 for empty slots; row 1
     # (the key) is 0 exactly for the slots to skip: empty, or the run of other classes' indices
-    seg: torch.Tensor | None = None  # [L] run of each index in sorted order
+    seg: torch.Tensor | None = None  # [L] run of each index in sorted order, from 1 (int32)
     perm: torch.Tensor | None = None  # [L] the sort's permutation (sorted position -> index)
 
 
@@ -140,7 +155,59 @@ def aggregate_class(
     """Steps 1-4 of the module docstring for one class; see there for what it launches."""
     g2d = _class_grad_2d(plan, cls, grad_output, state, pooling_mode, vbe)
     per_index = pooling_mode == POOLING_NONE
-    return aggregate_rows(mat, g2d, per_index, state, offsets, pooling_mode, indice_weights)
+    return aggregate_rows(
+        mat, g2d, per_index, state, offsets, pooling_mode, indice_weights, cls.key_bound
+    )
+
+
+# float32 holds every integer up to 2**24 exactly: keys below it sort as float32 keys (a 910B
+# sorts float keys on its AI Core, integer keys on its AI CPU); larger ones by 24-bit digits
+F32_EXACT = 1 << 24
+_DIGIT = 1 << 24
+
+
+def sort_keys(keys: torch.Tensor, key_bound: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(keys in ascending order, the permutation)`` of the non-negative int64 ``keys``, stable
+    (equal keys keep their order), without an integer sort.
+
+    ``key_bound``: an exclusive bound of the keys known on the host (None: unknown).  Below
+    ``2**24``: one stable sort of the keys as float32 (2 launches; the sorted keys come back as
+    float32, exact).  Else an LSD radix sort of two 24-bit digits, each a stable float32 sort
+    (9 launches; keys below ``2**48``, the sorted keys int64); above ``2**48`` (no table has
+    so many rows) the int64 sort, which a 910B runs on its AI CPU.
+    """
+    if key_bound is not None and key_bound <= F32_EXACT:
+        return torch.sort(keys.to(torch.float32), stable=True)
+    if key_bound is not None and key_bound > _DIGIT * _DIGIT:
+        return torch.sort(keys, stable=True)
+    low = torch.remainder(keys, _DIGIT).to(torch.float32)
+    by_low = torch.sort(low, stable=True).indices
+    high = torch.div(keys.index_select(0, by_low), _DIGIT, rounding_mode="floor")
+    perm = by_low.index_select(0, torch.sort(high.to(torch.float32), stable=True).indices)
+    return keys.index_select(0, perm), perm
+
+
+def _run_ids(key_sorted: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The run of each sorted key, numbered from 1: a one where a run starts (position 0 and
+    every change of key), then a cumsum in ``dtype`` (int32: the AI Core).  3 launches."""
+    starts = torch.empty(key_sorted.shape, dtype=torch.bool, device=key_sorted.device)
+    starts[:1].fill_(True)
+    torch.ne(key_sorted[1:], key_sorted[:-1], out=starts[1:])
+    return torch.cumsum(starts, 0, dtype=dtype)
+
+
+def _run_starts(run: torch.Tensor, L: int) -> torch.Tensor:
+    """``[L + 1]``: where run ``k`` (from 0) starts in the sorted order, ``L`` past the last
+    run -- ``searchsorted(run - 1, arange(L + 1))`` by counting: the length of run ``k`` at
+    ``k + 1`` (an ``index_add`` of ones at the 1-based run ids), then a cumsum, in ``run``'s
+    dtype.  2 launches."""
+    dev = run.device
+    if run.dtype == torch.int32:
+        zeros, ones = filled_i32(L + 1, 0, dev), filled_i32(L, 1, dev)
+    else:
+        zeros = torch.zeros(L + 1, dtype=run.dtype, device=dev)
+        ones = torch.ones(L, dtype=run.dtype, device=dev)
+    return torch.cumsum(torch.index_add(zeros, 0, run, ones), 0, dtype=run.dtype)
 
 
 def aggregate_rows(
@@ -151,21 +218,21 @@ def aggregate_rows(
     offsets: torch.Tensor,
     pooling_mode: int,
     indice_weights: torch.Tensor | None,
+    key_bound: int | None = None,
 ) -> RunSlots:
     """Steps 1-4 given the gradient rows ``g2d``: row ``i`` is index ``i``'s when
     ``per_index`` (pooling NONE, or rows gathered per index by the traced lookup), else row 2 of
-    the index matrix names each index's row."""
+    the index matrix names each index's row.  ``key_bound``: see :func:`sort_keys`."""
     L = mat.size(1)
     dev = mat.device
-    key_sorted, perm = torch.sort(mat[1], stable=True)
+    key_sorted, perm = sort_keys(mat[1], key_bound)
     index_sorted = mat.index_select(1, perm)
-    seg = torch.empty(L, dtype=torch.int64, device=dev)
-    seg[:1].zero_()
-    torch.cumsum(key_sorted[1:] != key_sorted[:-1], 0, dtype=torch.int64, out=seg[1:])
+    # int32 run ids while they fit (decided from L on the host): int64 cumsum is AI CPU
+    run = _run_ids(key_sorted, torch.int32 if L < 2**31 else torch.int64)
 
     # Run k is positions run_start[k] .. run_start[k + 1] of the sorted order (empty past the
     # last run): one _embedding_bag gathers, scales and sums each run's gradient rows.
-    run_start = torch.searchsorted(seg, arange_cached(L + 1, dev))
+    run_start = _run_starts(run, L)
     if g2d.dtype != torch.float32:  # accumulate in fp32, as upstream does
         g2d = g2d.to(torch.float32)
     scale = index_scale(state, offsets, pooling_mode, indice_weights)
@@ -174,26 +241,35 @@ def aggregate_rows(
     # which the sort's permutation is
     g_rows = perm if per_index else index_sorted[2]
     agg = torch._embedding_bag(g2d, g_rows, run_start, False, 0, False, psw, True, -1)[0]
-    index = torch.zeros_like(mat).index_copy_(1, seg, index_sorted)
-    return RunSlots(agg=agg, index=index, seg=seg, perm=perm)
+    # column k + 1 of the buffer is run k (ids from 1): an out-of-place index_put along dim 1
+    # into cached zeros takes the int32 ids (index_copy_ wants int64 ones: a cast)
+    zeros = zeros_cached(mat.size(0) * (L + 1), mat.dtype, dev).view(mat.size(0), L + 1)
+    slots = torch.ops.aten.index_put.default(zeros, [None, run], index_sorted)
+    return RunSlots(agg=agg, index=slots[:, 1:], seg=run, perm=perm)
 
 
 def write_rows(
     target: torch.Tensor,
     rows: torch.Tensor,
     old: torch.Tensor,
-    new: torch.Tensor,
+    new: torch.Tensor | float,
     invalid: torch.Tensor,
 ) -> None:
     """``target[rows[k]] = new[k]`` for every valid slot ``k``, in place, deterministic.
 
     ``target``: a ``[n, D]`` view or a 1-D buffer; ``old``: the values gathered at ``rows`` (in
-    ``target``'s dtype); ``new``: the new values (any float dtype).  Launches: the difference,
-    its mask and the ``index_add``, after a rounding when ``new`` is not in ``target``'s dtype.
+    ``target``'s dtype); ``new``: the new values (any float dtype), or one Python float for
+    every slot (``prev_iter := iter``).  Launches: the difference, its mask and the
+    ``index_add``, after a rounding when ``new`` is not in ``target``'s dtype.
     """
-    if new.dtype != target.dtype:
-        new = new.to(target.dtype)
-    delta = new - old
+    if isinstance(new, float):
+        # one op: the kernel rounds the constant to the op's dtype (prev_iter is fp32, and
+        # iterations below 2**24 are exact in it)
+        delta = torch.rsub(old, new)
+    else:
+        if new.dtype != target.dtype:
+            new = new.to(target.dtype)
+        delta = new - old
     # masked_fill, not a multiply: the values of invalid slots may be inf / nan
     delta.masked_fill_(invalid if delta.dim() == 1 else invalid[:, None], 0)
     accumulate_rows(target, rows, delta)

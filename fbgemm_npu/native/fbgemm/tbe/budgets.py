@@ -37,16 +37,22 @@ from fbgemm_npu.native.family import Budget
 # takes its sort permutation instead.
 _MAIN = 11
 _FORWARD = {"weighted_mean": 14, "sequence": 8}
-# VBE: the feature and the block of each bag, and each class's scatter member test, by
-# segment_ids too (3 launches for each searchsorted it replaces)
-_VBE_FORWARD = {"vbe": 27}
+# VBE (.vbe): each bag's block id by one segment_ids over the block bounds, its feature by a
+# gather of a cached table (no second segment_ids), the output starts from the same ids; a
+# further class's scatter member test is a gather of its cached mask and a where
+_VBE_FORWARD = {"vbe": 25}
 # The data check of the indices and offsets (eq, cat, ge, eq, cat, all, _assert_async) runs
 # in the forward only.
 _CHECKS = 7
 _FORWARD_NOTE = "forward 11 per D: the bag ids built on the AI Core, not by an AI-CPU searchsorted"
 _WEIGHTED_MEAN_NOTE = "weighted MEAN forward 14 (bag lengths, clamp, divide)"
-_VBE_NOTE = "VBE forward too (per-bag output offsets from the call's data, feature search, scatter)"
-# The optimizer step is elementwise math on the [L, D] rows, one ATen op per term.
+_VBE_NOTE = "VBE forward too (block ids, features, output offsets from the call's data, scatter)"
+# The optimizer step is elementwise math on the [L, D] rows, one ATen op per term.  Every
+# backward de-duplicates without an AI-CPU op (backward.py: float32 sort keys, decided on the
+# host from the table's rows, an LSD pass over 24-bit digits past 2**24 rows; int32 run ids;
+# run starts by counting, not searchsorted; an out-of-place index_put into cached zeros, not
+# index_copy_ with int64 ids): 10 launches per class where the integer sort took 9 and 3 of
+# them ran on the AI CPU.
 _STEP_NOTE = "elementwise optimizer math, one op per term"
 
 
@@ -72,6 +78,7 @@ def _lookup(paths: dict[str, int], note: str = "") -> Budget:
     return Budget(
         launches=_MAIN,
         checks=_CHECKS,
+        ai_cpu=0,
         per="distinct D",
         paths=paths,
         path_checks=backwards,
@@ -86,28 +93,30 @@ BUDGETS: dict[str, Budget] = {
         {
             **_FORWARD,
             **_VBE_FORWARD,
-            "backward": 15,
-            "mean_backward": 20,
-            "sequence_backward": 13,
-            "vbe_backward": 22,
+            "backward": 16,
+            "mean_backward": 21,
+            "sequence_backward": 14,
+            "vbe_backward": 23,
         },
         _note("with VBE and weighted MEAN pooling together", vbe=True),
     ),
     _LOOKUP.format("adagrad"): _lookup(
-        {**_FORWARD, "backward": 24, "mean_backward": 29, "sequence_backward": 22}, _note()
+        {**_FORWARD, "backward": 25, "mean_backward": 30, "sequence_backward": 23}, _note()
     ),
     _LOOKUP.format("rowwise_adagrad"): _lookup(
         {
             **_FORWARD,
             **_VBE_FORWARD,
-            "backward": 26,
-            "mean_backward": 31,
-            "sequence_backward": 24,
-            "vbe_backward": 33,
+            "backward": 27,
+            "mean_backward": 32,
+            "sequence_backward": 25,
+            "vbe_backward": 34,
             # WeightDecayMode.DECOUPLE_GLOBAL: the forward scales each looked-up row by the
-            # decay still pending on it, the backward decays and stamps prev_iter
-            "global_weight_decay": 21,
-            "global_weight_decay_backward": 38,
+            # decay still pending on it (prev_iter gathered at the momentum1 row the index
+            # matrix already holds; the factor in rsub, mul, clamp, pow: 5 over the main path),
+            # the backward decays and stamps prev_iter
+            "global_weight_decay": 16,
+            "global_weight_decay_backward": 37,
         },
         _note(
             "with weighted MEAN, VBE or global weight decay, whose forward is over 10 too",
@@ -118,62 +127,72 @@ BUDGETS: dict[str, Budget] = {
         {
             **_FORWARD,
             **_VBE_FORWARD,
-            "backward": 30,
-            "mean_backward": 35,
-            "sequence_backward": 28,
-            "vbe_backward": 37,
+            "backward": 31,
+            "mean_backward": 36,
+            "sequence_backward": 29,
+            "vbe_backward": 38,
         },
         _note("with MEAN pooling or VBE", vbe=True),
     ),
     _LOOKUP.format("partial_rowwise_adam"): _lookup(
-        {**_FORWARD, "backward": 31, "mean_backward": 36, "sequence_backward": 29},
+        {**_FORWARD, "backward": 32, "mean_backward": 37, "sequence_backward": 30},
         _note("with MEAN pooling"),
     ),
     _LOOKUP.format("lamb"): _lookup(
-        {**_FORWARD, "backward": 35, "mean_backward": 40, "sequence_backward": 33},
-        _note("on every pooled path"),
-    ),
-    _LOOKUP.format("partial_rowwise_lamb"): _lookup(
         {**_FORWARD, "backward": 36, "mean_backward": 41, "sequence_backward": 34},
         _note("on every pooled path"),
     ),
+    _LOOKUP.format("partial_rowwise_lamb"): _lookup(
+        {**_FORWARD, "backward": 37, "mean_backward": 42, "sequence_backward": 35},
+        _note("on every pooled path"),
+    ),
     _LOOKUP.format("lars_sgd"): _lookup(
-        {**_FORWARD, "backward": 29, "mean_backward": 34, "sequence_backward": 27},
+        {**_FORWARD, "backward": 30, "mean_backward": 35, "sequence_backward": 28},
         _note("with MEAN pooling"),
     ),
-    # The counter and CowClip regularisations (one lookup for every mode, the costliest is
-    # CowClip with L2 decay): their math runs on row scalars, one ATen op per term.
+    # The counter and CowClip regularisations (one lookup for every mode, the costliest is the
+    # counter with decoupled decay): their math runs on row scalars, one ATen op per term (the
+    # row sums of squares as a norm and an addcmul, freq folded into one divide, cached 0-D
+    # constants, prev_iter := iter as a constant: 63 -> 52); with the de-duplication (10),
+    # the gathers (4) and the writes of four buffers (12), 40 needs a fused kernel.
     _LOOKUP.format("rowwise_adagrad_with_counter"): _lookup(
-        {"backward": 63},
+        {"backward": 52},
         f"a training step over 40 per D in every counter mode: {_STEP_NOTE}; a fused kernel "
         "closes it",
     ),
     # No EmbOptimType builds it in fbgemm_gpu 1.8.0: measured on the raw op, host layout.
     _LOOKUP.format("rowwise_rmsprop_ar"): _lookup(
-        {"backward": 43},
+        {"backward": 41},
         f"a training step over 40 per D: {_STEP_NOTE}; a fused kernel closes it",
     ),
     # No optimizer step: the backward returns the weights' gradient as a sparse COO tensor.  One
     # class only: upstream refuses mixed dims with OptimType.NONE.
-    _LOOKUP.format("none"): _lookup({"backward": 13}),
+    _LOOKUP.format("none"): _lookup({"backward": 14}),
     # The dense TBE trains with a torch optimizer: its backward only scatters the gradient rows
     # (with pooling NONE grad_output's rows are the indices' own: no gather).
     "fbgemm::dense_embedding_codegen_lookup_function": _lookup(
         {**_FORWARD, "backward": 8, "mean_backward": 13, "sequence_backward": 6}, _note()
     ),
-    # Main path WARNING (upstream modules' default): repair and check the offsets (8), each
-    # index's table size (6: the bag of each index by segment_ids, clamp + index_add + cumsum,
-    # not an AI-CPU searchsorted; VBE's bag -> feature still searches), the index check (5), the
-    # repairs (2), the count (3).  FATAL finds
-    # the same flags, repairs nothing and raises through one device-side assert: the mode's
+    # Main path WARNING (upstream modules' default), nothing on a 910B's AI CPU for int32 or
+    # int64 inputs: the repaired offsets (6: a running max by three windowed amax passes over a
+    # zero-prefixed buffer, not cummax; the clamp and the last offset written into it), each
+    # index's table size (5: segment_ids over the features' first offsets -- a strided view;
+    # VBE gathers them by B_offsets after a clamp, 2 more -- and a gather), the index check
+    # (6), the repairs (2: a where into the indices, not an int64 masked_fill_; the offsets'
+    # copy), the count (5).  FATAL repairs nothing: its offsets are good iff non-decreasing from
+    # >= 0 to N (no running max), and it raises through one device-side assert -- the mode's
     # contract, kept when FBGEMM_NPU_VALIDATE=0; NONE and the V2 mode values do nothing here
     # (upstream's Python handles V2).
     "fbgemm::bounds_check_indices": Budget(
-        launches=24, paths={"ignore": 22, "fatal": 21, "none": 0}
+        launches=23,
+        ai_cpu=0,
+        paths={"ignore": 18, "fatal": 18, "none": 0, "vbe": 25, "vbe_ignore": 20, "vbe_fatal": 20},
     ),
     # Host arithmetic on B and T.
-    "fbgemm::get_infos_metadata": Budget(launches=0),
-    # The per-bag output offsets of VBE (the forward's vbe path builds the same) and b_t_map;
-    # the block of each bag by segment_ids (clamp, index_add, cumsum), not an AI-CPU searchsorted.
-    "fbgemm::generate_vbe_metadata": Budget(launches=20),
+    "fbgemm::get_infos_metadata": Budget(launches=0, ai_cpu=0),
+    # The per-bag output offsets of VBE (the forward's vbe path builds the same, .vbe: the
+    # block id of each bag by one segment_ids over the block bounds, not an AI-CPU searchsorted;
+    # the block tables, which the forward caches with its plan, built per call here) and
+    # b_t_map.
+    "fbgemm::generate_vbe_metadata": Budget(launches=21, ai_cpu=0),
 }

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from fbgemm_npu.native._index import arange_cached
+
 if TYPE_CHECKING:
     from fbgemm_npu.native.fbgemm.tbe.optimizers import StepArgs
 
@@ -50,60 +52,102 @@ def rowwise_adagrad_with_counter(
     eps = a.get("eps")
     lr = a.lr
 
-    gap = torch.where(prev == 0, 1.0, it - prev)
+    _, one = constants(m)
+    gap = torch.where(prev == 0, one, it - prev)
     if halflife > 0:
-        rc_new = 1.0 + torch.exp(gap * (-math.log(2.0) / halflife)) * rc
+        rc_new = torch.addcmul(one, torch.exp(gap * (-math.log(2.0) / halflife)), rc)
     elif halflife == 0:
-        rc_new = torch.ones_like(rc)
+        rc_new = one.expand(rc.shape)
     else:
         rc_new = rc + 1.0
-    freq = halflife / rc_new
     gg = torch.add(g, w, alpha=wd) if wd_mode == 1 else g
-    g_sum_sq = (gg * gg).sum(1)
-    m_new = m + a.row_mean(g_sum_sq, g)
+    if a.width is None:
+        # ||gg|| per row: CowClip takes it as it is, momentum1 adds its square / D (one addcmul)
+        g_norm = torch.linalg.vector_norm(gg, dim=1)
+        m_new = torch.addcmul(m, g_norm, g_norm, value=1.0 / max(g.size(1), 1))
+    else:  # padded rows (traced): each row's own D
+        g_sum_sq = (gg * gg).sum(1)
+        g_norm = g_sum_sq.sqrt() if reg == 4 else g_sum_sq
+        m_new = m + a.row_mean(g_sum_sq, g)
     denom = m_new.sqrt().add_(eps)
     mult = lr / denom
     enabled = adj_iter <= 0 or it > adj_iter
-    adj = torch.zeros_like(mult)
     if reg == 3:
         adj = mult
         if lr_mode >= 0 and enabled:
             if lr_mode == 0:
-                f = torch.pow(max_counter / (rc_new + 1.0), ub).clamp_(max=10.0).clamp_(min=1.0)
+                f = torch.pow(max_counter / (rc_new + 1.0), ub).clamp_(min=1.0, max=10.0)
                 cand = mult * f
             elif lr_mode == 1:
-                f = torch.pow((rc_new + 1.0) / max_counter, ub).clamp_(min=0.1).clamp_(max=1.0)
+                f = torch.pow((rc_new + 1.0) / max_counter, ub).clamp_(min=0.1, max=1.0)
                 cand = mult * f
             else:
                 cand = lr / (torch.sqrt(ub * rc_new) + eps)
             adj = torch.where(rc_new > thr, cand, mult)
     elif reg == 4:
-        w_sum_sq = (w * w).sum(1)
-        norm = a.get("weight_norm_coefficient") * w_sum_sq.sqrt()
+        norm = torch.linalg.vector_norm(w, dim=1).mul_(a.get("weight_norm_coefficient"))
         clip = rc_new * torch.clamp(norm, min=a.get("lower_bound"))
-        adj = torch.clamp(clip / g_sum_sq.sqrt(), max=1.0) * mult
-    erc: Scalar = 1.0
+        adj = torch.clamp(clip / g_norm, max=1.0) * mult
+    else:
+        adj = torch.zeros_like(mult)
+    erc = _decay(a, gap, rc_new, mult, adj, denom, reg, enabled)
+    if isinstance(erc, tuple):
+        adj, erc = erc
+    w_erc = w if isinstance(erc, float) and erc == 1.0 else w * _rows(erc)
+    w_new = torch.addcmul(w_erc, adj[:, None], g, value=-1.0)
+    # prev_iter := iter at every slot: a constant (write_rows takes its difference in one op)
+    return w_new, [m_new, it, rc_new]
+
+
+def _rows(x: Scalar) -> Scalar:
+    """A per-row factor as a column (``[L, 1]``), a scalar as it is."""
+    return x[:, None] if isinstance(x, Tensor) and x.dim() == 1 else x
+
+
+def _decay(
+    a: StepArgs,
+    gap: Tensor,
+    rc_new: Tensor,
+    mult: Tensor,
+    adj: Tensor,
+    denom: Tensor,
+    reg: int,
+    enabled: bool,
+) -> Scalar | tuple[Tensor, Scalar]:
+    """The weight-decay correction ``erc`` of upstream's kernel (``w = erc * w - adj * g``), or
+    ``(adj, erc)`` where AdagradW (weight_decay_mode 3) rescales ``adj`` too.  ``freq =
+    halflife / counter`` is folded into one divide by the counter where it is used."""
+    it = float(a.iter)
+    halflife = a.get("counter_halflife", -1)
+    wd_mode = int(a.get("weight_decay_mode", 1))
+    wd, lr = a.get("weight_decay"), a.lr
     if reg == 3 and enabled:
         if wd_mode == 3:
             if halflife == -1:
                 adj = mult * rc_new.sqrt()
             elif halflife == -2:
-                adj = torch.clamp(lr * rc_new, max=ub) / denom
+                adj = torch.clamp(lr * rc_new, max=a.get("adjustment_ub", 1.0)) / denom
             base = 1.0 - wd * lr
-            lazy = torch.clamp(gap, max=it - adj_iter) - 1.0
+            lazy = torch.clamp(gap, max=it - a.get("adjustment_iter", -1)) - 1.0
             lazy_mult = torch.pow(base, lazy) if not isinstance(base, Tensor) else base**lazy
-            adj = adj * lazy_mult
-            erc = base * lazy_mult
-        elif wd_mode == 2:
-            erc = 1.0 - freq * (wd * lr)
-        elif wd_mode == 1:
-            erc = 1.0 - freq * wd * mult
+            return adj * lazy_mult, base * lazy_mult
+        if wd_mode == 2:
+            c = halflife * wd * lr  # erc = 1 - c / counter
+            if isinstance(c, Tensor):
+                return 1.0 - (halflife / rc_new) * (wd * lr)
+            return torch.sub(rc_new, c).div_(rc_new)
+        if wd_mode == 1:  # erc = 1 - halflife * wd * mult / counter
+            return torch.rsub(mult / rc_new, 1.0, alpha=halflife * wd)
     elif reg == 4:
         if wd_mode == 2:
-            erc = 1.0 - wd * lr
-        elif wd_mode == 1:
-            erc = 1.0 - wd * adj
-    w_erc = w * (erc[:, None] if isinstance(erc, Tensor) and erc.dim() == 1 else erc)
-    w_new = w_erc - adj[:, None] * g
-    prev_new = torch.full_like(prev, it)
-    return w_new, [m_new, prev_new, rc_new]
+            return 1.0 - wd * lr
+        if wd_mode == 1:
+            return torch.rsub(adj, 1.0, alpha=wd)
+    return 1.0
+
+
+def constants(like: Tensor) -> tuple[Tensor, Tensor]:
+    """0-D zero and one of ``like``'s dtype and device: views of a cached ``arange`` (no fill
+    launch; fresh ones when traced)."""
+    ar = arange_cached(2, like.device, like.dtype)
+    return ar[0], ar[1]

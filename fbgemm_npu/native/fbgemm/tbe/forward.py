@@ -26,7 +26,8 @@ Program (per call, then per table class of :mod:`fbgemm_npu.native.fbgemm.tbe._u
 
 1. ``bag = searchsorted(offsets[1:], arange(L), right=True)`` (int32), the bag of each index
    (``T * B`` past ``offsets[-1]``, which upstream ignores), by ``_utils.segment_ids`` (no AI-CPU
-   searchsorted); ``t = bag // B`` (VBE: ``segment_ids`` of ``B_offsets``, gathered by bag).
+   searchsorted); ``t = bag // B`` (VBE: each bag's block id by ``segment_ids`` and its
+   feature by a gather of a cached table, :mod:`.vbe`, then gathered by bag).
 2. per class: one ``index_select`` of the class's per-feature (base, mul, bounds) table by ``t``
    and one ``addcmul`` give the index matrix (row 0: the row in the class's ``[n, D]`` view of
    the weights; the other rows serve the backward); before the first class's ``addcmul`` the
@@ -47,11 +48,12 @@ row of each index when autograd will need the backward (see ``_set_grad_rows``);
 half-precision per-sample weights; for weighted MEAN the bag lengths, a clamp and a divide; a cast
 of int32 offsets when the indices are int64 (upstream's module makes them match). Each further class
 adds its index_select, addcmul and _embedding_bag, and the member select, cast and index_put_ into
-the output. VBE: the per-bag output offsets are data the call brings
-(:func:`vbe_row_output_offsets`), plus the feature search and the element scatter: over the
-catalogue's target for a fixed-batch lookup (a fused kernel is the remedy). The first call with a
-new table layout reads the layout on the host unless ``fbgemm_npu.split_table.register_tbe_layout``
-gave it; later calls read nothing back.
+the output. VBE: the per-bag output offsets are data the call brings (:mod:`.vbe`: the block
+ids, 4, the feature of each bag and of each index, 2, the output starts, 6), plus the element
+scatter (each further class: its member mask, a ``where``): over the catalogue's target for a
+fixed-batch lookup (a fused kernel is the remedy).  Nothing a 910B runs on its AI CPU.  The
+first call with a new table layout reads the layout on the host unless
+``fbgemm_npu.split_table.register_tbe_layout`` gave it; later calls read nothing back.
 Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
@@ -64,12 +66,13 @@ from typing import Any
 import torch
 
 from fbgemm_npu.native._checks import assert_on_device, validation_enabled
-from fbgemm_npu.native.fbgemm.tbe._utils import (
-    TbePlan,
-    arange_cached,
-    class_view,
-    segment_ids,
-    tracing,
+from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, arange_cached, class_view, segment_ids
+from fbgemm_npu.native.fbgemm.tbe.vbe import (
+    VbeBlocks,
+    row_output_offsets,
+    scatter_member_starts,
+    vbe_blocks,
+    vbe_row_output_offsets,
 )
 
 __all__ = [
@@ -139,7 +142,7 @@ class ForwardState:
 
 def _bags_and_features(
     plan: TbePlan, indices: torch.Tensor, offsets: torch.Tensor, vbe: VbeArgs | None
-) -> tuple[torch.Tensor, torch.Tensor, int]:
+) -> tuple[torch.Tensor, torch.Tensor, int, VbeBlocks | None]:
     L = indices.numel()
     total_bags = offsets.numel() - 1
     # int32 for either offsets dtype: bags and features only index (no searchsorted: AI CPU)
@@ -148,53 +151,13 @@ def _bags_and_features(
         B = total_bags // plan.T if plan.T > 0 else 0
         # no bags: every index lies past offsets[-1] (the dummy feature T), as bag // B says
         t = torch.div(bag, B, rounding_mode="floor") if B > 0 else torch.full_like(bag, plan.T)
-        return bag, t, B
-    # the feature of each bag (T for the bag past the end), then of each index
-    t = segment_ids(vbe.B_offsets, total_bags + 1).index_select(0, bag)
-    return bag, t, -1
-
-
-def vbe_row_output_offsets(
-    B_offsets: torch.Tensor,
-    B_offsets_rank_per_feature: torch.Tensor,
-    output_offsets_feature_rank: torch.Tensor,
-    dims: torch.Tensor,
-    total_B: int,
-    cache: dict | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-bag output offsets of a VBE lookup and each bag's (feature, rank) block.
-
-    Bag ``k`` lies in block ``(t, r)`` (feature-major, rank within), which starts at bag
-    ``S[t, r] = B_offsets[t] + B_offsets_rank_per_feature[t, r]``; its output offset is
-    ``output_offsets_feature_rank[r * T + t] + (k - S[t, r]) * D_t``.  ``dims``: ``[T]`` int64.
-    Returns ``(row_output_offsets [total_B] int64, block [total_B] int32)`` (int64 when traced).
-
-    Launches: block starts and their cast, permuted block output offsets, per-block base,
-    the block of each bag (:func:`segment_ids`, 3; traced, a searchsorted), two gathers,
-    addcmul, and the data-independent block tables unless ``cache`` (a dict kept with the
-    layout) holds them; nothing is read back to the host.
-    """
-    T = B_offsets.numel() - 1
-    R = B_offsets_rank_per_feature.size(1) - 1
-    dev = B_offsets.device
-    starts = (B_offsets[:-1, None] + B_offsets_rank_per_feature[:, :R]).reshape(-1).to(torch.int64)
-    tables = None if cache is None else cache.get(R)
-    if tables is None:
-        # block (t, r) -> output_offsets_feature_rank[r * T + t], and its dim
-        perm = (arange_cached(R, dev)[None, :] * T + arange_cached(T, dev)[:, None]).reshape(-1)
-        tables = (perm, dims[:, None].expand(T, R).reshape(-1))
-        if cache is not None:
-            cache[R] = tables
-    perm, block_D = tables
-    block_out = output_offsets_feature_rank.index_select(0, perm)
-    base = torch.addcmul(block_out, starts, block_D, value=-1)
-    k = arange_cached(total_B, dev)
-    if tracing(starts):
-        block = torch.searchsorted(starts[1:], k, right=True)
-    else:  # searchsorted runs on a 910B's AI CPU
-        block = segment_ids(starts, total_B)
-    rows = torch.addcmul(base.index_select(0, block), k, block_D.index_select(0, block))
-    return rows, block
+        return bag, t, B, None
+    # the block and feature of each bag (T for the bag past the end), then of each index
+    blocks = vbe_blocks(
+        vbe.B_offsets, vbe.B_offsets_rank_per_feature, plan.dims_t, total_bags, plan.vbe_cache
+    )
+    assert blocks.feature is not None
+    return bag, blocks.feature.index_select(0, bag), -1, blocks
 
 
 def _set_grad_rows(
@@ -274,23 +237,23 @@ def tbe_forward(
     output_dtype: torch.dtype,
     vbe: VbeArgs | None = None,
     for_backward: bool = True,
-    index_scale: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    index_scale: Callable[..., torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, ForwardState]:
     """The lookup of every feature: pooled ``[B, total_D]`` (VBE: ``[output_size]``) or, with
     pooling NONE, ``[L, D]``.  ``weights`` is the flat 1-D buffer of all tables.
 
     ``for_backward=False`` computes only the rows the forward needs (inference).
-    ``index_scale``: given the feature of each index (``[L]``, ``T`` past ``offsets[-1]``) and
-    the indices bounded to their tables, the ``[L]`` fp32 factor of each looked-up row (global
-    weight decay): folded into the per-sample
-    weights (a multiply with per-sample weights, and a cast for half-precision weights) or,
-    with pooling NONE, multiplied into the rows; saved in the state for the backward.
+    ``index_scale``: given the feature of each index (``[L]``, ``T`` past ``offsets[-1]``), the
+    indices bounded to their tables and the classes' index matrices, the ``[L]`` fp32 factor
+    of each looked-up row (global weight decay): folded into the per-sample weights (a
+    multiply with per-sample weights, and a cast for half-precision weights) or, with pooling
+    NONE, multiplied into the rows; saved in the state for the backward.
     """
     L = indices.numel()
     # torch's CPU _embedding_bag (and searchsorted's fast path) read the raw buffer of a strided
     # offsets or indices view: honour the strides with a copy (none for contiguous inputs)
     indices, offsets = indices.contiguous(), offsets.contiguous()
-    bag, t, B = _bags_and_features(plan, indices, offsets, vbe)
+    bag, t, B, blocks = _bags_and_features(plan, indices, offsets, vbe)
     mats = []
     safe, ends = indices, None
     for i, cls in enumerate(plan.classes):
@@ -304,7 +267,7 @@ def tbe_forward(
     if for_backward:
         _set_grad_rows(plan, mats, bag, B, pooling_mode, vbe is not None)
     state = ForwardState(bag=bag, t=t, mats=mats, B=B, row_starts=None)
-    scale = None if index_scale is None else index_scale(t, safe)
+    scale = None if index_scale is None else index_scale(t, safe, mats)
     state.index_scale = scale
 
     if pooling_mode == POOLING_NONE:
@@ -337,14 +300,10 @@ def tbe_forward(
     if pooling_mode == POOLING_MEAN and indice_weights is not None:
         inv_len = (offsets[1:] - offsets[:-1]).clamp_(min=1)
 
-    if vbe is not None:
-        row_starts, _ = vbe_row_output_offsets(
-            vbe.B_offsets,
-            vbe.B_offsets_rank_per_feature,
-            vbe.output_offsets_feature_rank,
-            plan.dims_t,
-            offsets.numel() - 1,
-            plan.vbe_cache,
+    if blocks is not None:
+        assert vbe is not None
+        row_starts = row_output_offsets(
+            blocks, vbe.output_offsets_feature_rank, offsets.numel() - 1
         )
         state.row_starts = row_starts
         max_D = max(plan.dims) if plan.dims else 0
@@ -359,8 +318,8 @@ def tbe_forward(
             pooled = pooled[:-1]
         if inv_len is not None:
             pooled = pooled / inv_len[:, None]
-        if vbe is not None:
-            _scatter_vbe(plan, cls, pooled, state, vbe, out_ext, B_offsets=vbe.B_offsets)
+        if blocks is not None:
+            _scatter_vbe(plan, cls, pooled, state, vbe, out_ext, blocks)
         elif plan.single_class:
             out.view(B, plan.T, cls.D).copy_(pooled.view(plan.T, B, cls.D).transpose(0, 1))
         else:
@@ -381,7 +340,7 @@ def _scatter_vbe(
     state: ForwardState,
     vbe: VbeArgs,
     out_ext: torch.Tensor,
-    B_offsets: torch.Tensor,
+    blocks: VbeBlocks,
 ) -> None:
     """Write the member bags of one class into the 1-D VBE output; other bags go to the trash
     tail of ``out_ext`` (past ``output_size``), so no data-dependent selection is needed."""
@@ -389,10 +348,7 @@ def _scatter_vbe(
     starts = state.row_starts
     assert starts is not None
     if not plan.single_class:
-        total_B = pooled.size(0)
-        t_bag = segment_ids(B_offsets, total_B)
-        member = cls.member_flags.index_select(0, t_bag)  # type: ignore[attr-defined]
-        starts = torch.where(member.bool(), starts, vbe.output_size)
+        starts = scatter_member_starts(cls, starts, blocks, vbe.output_size)
     elem = starts[:, None] + arange_cached(D, pooled.device)[None, :]
     src = pooled if pooled.dtype == out_ext.dtype else pooled.to(out_ext.dtype)
     out_ext.index_put_((elem,), src)

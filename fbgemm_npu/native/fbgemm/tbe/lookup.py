@@ -58,16 +58,27 @@ __all__ = [
 
 def gwd_index_scale(call: LookupCall) -> Any:
     """The forward's per-index global-weight-decay factor (None without GWD): upstream's forward
-    scales each looked-up row by the decay still pending on it.  Launches: a gather, an add, a
-    clamp and a gather of ``prev_iter``, then :func:`.optimizers.gwd_factor`."""
+    scales each looked-up row by the decay still pending on it.  ``prev_iter`` shares the rowwise
+    ``momentum1`` layout, whose row is row 3 of a training forward's index matrices (0 for a
+    class's non-members, so the classes' rows add up); an inference forward (no state rows)
+    computes ``hash_size_cumsum[t] + idx`` instead.  Launches: a gather of ``prev_iter`` (an add
+    per further class; without state rows a gather, an add and a clamp first), then
+    :func:`.optimizers.gwd_factor`."""
     gwd = call.gwd
     if gwd is None:
         return None
 
-    def scale(t: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
-        # t == T past offsets[-1]: hash_size_cumsum[T] + idx, clamped, is read but never used
-        lin = call.hash_size_cumsum.index_select(0, t) + indices
-        lin = lin.clamp_(max=max(gwd.prev_iter.numel() - 1, 0))
+    def scale(
+        t: torch.Tensor, indices: torch.Tensor, mats: list[torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        if mats and all(m.size(0) > 3 for m in mats):
+            lin = mats[0][3]
+            for mat in mats[1:]:
+                lin = lin + mat[3]
+        else:
+            # t == T past offsets[-1]: hash_size_cumsum[T] + idx, clamped, is read but never used
+            lin = call.hash_size_cumsum.index_select(0, t) + indices
+            lin = lin.clamp_(max=max(gwd.prev_iter.numel() - 1, 0))
         return gwd_factor(gwd.prev_iter.index_select(0, lin), call.step, gwd.lower_bound)
 
     return scale

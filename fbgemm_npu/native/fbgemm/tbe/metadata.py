@@ -16,7 +16,7 @@ from fbgemm_npu.native._checks import (
     check_tensor,
 )
 from fbgemm_npu.native.fbgemm.tbe._utils import arange_cached, segment_ids
-from fbgemm_npu.native.fbgemm.tbe.forward import vbe_row_output_offsets
+from fbgemm_npu.native.fbgemm.tbe.vbe import vbe_row_output_offsets
 
 __all__ = [
     "KERNELS",
@@ -69,10 +69,14 @@ def bounds_check_indices_npu(
       int32 indices with int64 offsets repair a converted copy of the offsets, as upstream's
       CPU kernel does, so the caller's offsets stay as they were.
 
-    Launches (WARNING): the repair and check of the offsets (clamp, cummax, ...), each index's
-    table size, the index check, the repairs and the count; FATAL finds the same flags, repairs
-    nothing and raises through the device-side assert.  ``cummax`` runs as torch_npu's
-    ``_cummax_helper``.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+    Launches (WARNING): the repaired offsets (:func:`_repaired_offsets`: a running max without
+    ``cummax``, 6), each index's table size (:func:`segment_ids` over the features' first offsets,
+    a gather; VBE gathers those offsets by ``B_offsets`` first), the index check, the repairs
+    (a ``where`` into ``indices``, the offsets' copy) and the count; FATAL repairs nothing, so it
+    needs no running max: the offsets are good iff non-decreasing from ``>= 0`` to ``N``, and it
+    raises through the device-side assert.  Nothing a 910B runs on its AI CPU (no ``cummax``,
+    ``searchsorted`` or int64 ``masked_fill_``), for int32 and int64 inputs alike.  Launches and
+    syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
     """
     op = BOUNDS_CHECK_INDICES
     # upstream's CPU kernel refuses these dtypes in every mode (NotImplementedError / "expected
@@ -123,45 +127,97 @@ def bounds_check_indices_npu(
                     "expand()); WARNING and IGNORE repair it in place: pass a contiguous copy"
                 )
     o = offsets if write_offsets else offsets.to(indices.dtype)
-    last_bad = o[-1:] != N  # [1]
-    o_last = o
-    if mode != FATAL:
-        o_last = o.clone()
-        o_last[-1:].fill_(N)
-    # Repaired offsets: a running max of the clamped values.  Bag k was repaired iff its start
-    # or end differs from the repaired one; its start is the previous bag's repaired end for
-    # k >= 1, so only bag 0 needs its start compared.
-    fixed = torch.cummax(o_last.clamp(min=0, max=N), 0).values
-    diff = o_last != fixed
-    bag_bad = diff[1:].clone()
-    bag_bad[:1].bitwise_or_(diff[:1])
-    # Feature of every index and its table's row count.
-    ar = arange_cached(N, o.device, o.dtype)
-    i32 = vbe and B_offsets.dtype == torch.int32
-    # the bag of every index without searchsorted (a 910B runs it on its AI CPU), int32
-    bag = segment_ids(fixed, N)
-    if vbe:  # the feature of each bag: one search over the T + 1 batch offsets (still AI CPU)
-        t = torch.searchsorted(B_offsets[1:], bag, right=True, out_int32=i32)
+    n = o.numel()
+    if mode == FATAL:
+        # No repair: the offsets are good iff non-decreasing from >= 0 to N -- then they equal
+        # their repair, and the bag of each index comes from them (no running max needed)
+        fixed = o
+        offsets_ok = torch.cat([torch.ge(o[1:], o[:-1]), torch.ge(o[:1], 0), torch.eq(o[-1:], N)])
     else:
-        t = torch.div(bag, max(B, 1), rounding_mode="floor")
+        # Repaired offsets, upstream's bag-by-bag repair: the last one set to N, then a running
+        # max of the clamped values (without cummax: the AI CPU)
+        fixed = _repaired_offsets(o, N)
+    # The feature of every index: segment_ids of the features' first offsets (the bag of each
+    # index without searchsorted, which a 910B runs on its AI CPU, int32), and its table's size
+    if vbe:
+        first = fixed.index_select(0, B_offsets.clamp(0, total_B))
+    else:
+        first = fixed[:: max(B, 1)]  # offsets of bags 0, B, 2B, ...: a view
+    t = segment_ids(first, N)
     n_rows = rows_per_table.index_select(0, t.clamp_(max=T - 1))
     # -1 marks a pruned row; indices before offsets[0] are in no bag
+    ar = arange_cached(N, o.device, o.dtype)
     idx_bad = ((indices < -1) | (indices >= n_rows)) & (ar >= fixed[:1])
-    flags = torch.cat([last_bad, bag_bad, idx_bad])
     if mode == FATAL:
         assert_on_device(
             op,
-            ~flags.any(),
+            torch.cat([offsets_ok, ~idx_bad]).all(),
             "argument 'indices' / 'offsets' out of bounds: every index must lie in "
             "[0, rows_per_table[t]) (or be -1), offsets must be non-decreasing within [0, "
             "indices.numel()] and end at indices.numel()",
         )
         return
-    indices.masked_fill_(idx_bad, 0)
+    # where, not an int64 masked_fill_ (AI CPU); written into the caller's tensor
+    zero = arange_cached(1, indices.device, indices.dtype)  # a cached [0]: no fill launch
+    torch.where(idx_bad, zero, indices, out=indices)
+    if mode == WARNING:
+        # The repairs: a wrong last offset (diff[-1]) and each bag whose start or end moved --
+        # bag k's start is bag k - 1's end, so bag k >= 1 is counted by its end, bag 0 by
+        # either (once) -- and each bad index.
+        diff = o != fixed
+        moved = [diff] if n < 3 else [torch.logical_or(diff[:1], diff[1:2]), diff[2:]]
+        warning.copy_(torch.cat([*moved, idx_bad]).sum().reshape(warning.shape))
     if write_offsets:
         offsets.copy_(fixed)
-    if mode == WARNING:
-        warning.copy_(flags.sum().reshape(warning.shape))
+
+
+# The running max of the offsets repair: S windowed max passes of radix q, q ** S >= n.
+# Three passes up to 64 ** 3 bags keep the launch count independent of the batch.
+_SCAN_PASSES, _SCAN_RADIX = 3, 64
+
+
+def _scan_shape(n: int) -> tuple[int, int]:
+    """``(passes, radix)`` of the running max of ``n`` values: 3 passes while ``n <= 64 ** 3``
+    (the radix the smallest that covers ``n``, so each pass reads ``q n`` values), one more per
+    factor of 64 beyond."""
+    passes = _SCAN_PASSES
+    while _SCAN_RADIX**passes < n:
+        passes += 1
+    q = 2
+    while q**passes < n:
+        q += 1
+    return passes, q
+
+
+def _repaired_offsets(o: torch.Tensor, N: int) -> torch.Tensor:
+    """``cummax(clamp(o, 0, N) with its last element set to N)``: upstream's bag-by-bag repair
+    of the offsets (WARNING / IGNORE), on the AI Core: ``cummax`` has no AI-Core kernel on a
+    910B (docs/hardware.md).
+
+    A running max of non-negative values by windowed max passes: pass ``i`` takes, at every
+    position ``k``, the ``amax`` of the values at ``k, k - s, ..., k - (q - 1) s`` with ``s =
+    q ** i`` -- an overlapping strided view of a buffer whose first ``P`` elements are zeros
+    (the max's neutral element here) -- so after pass ``i`` each position holds the max of its
+    last ``q ** (i + 1)`` values, and after ``S`` passes (``q ** S >= n``) of all before it.
+    Two buffers alternate; the last pass writes the result.  Launches: the zero prefixes, the
+    clamp, the last offset, ``S`` amax (3 up to ``64 ** 3`` offsets); each pass reads ``q n``
+    values.
+    """
+    n = o.numel()
+    S, q = _scan_shape(n)
+    P = (q - 1) * q ** (S - 1)  # the farthest any pass looks back
+    buf = torch.empty((2, P + n), dtype=o.dtype, device=o.device)
+    buf[:, :P].zero_()
+    torch.clamp(o, 0, N, out=buf[0, P:])
+    buf[0, -1:].fill_(N)
+    for i in range(S - 1):
+        torch.amax(_window(buf[i % 2], n, q, q**i, P), 1, out=buf[(i + 1) % 2, P:])
+    return torch.amax(_window(buf[(S - 1) % 2], n, q, q ** (S - 1), P), 1)
+
+
+def _window(src: torch.Tensor, n: int, q: int, s: int, P: int) -> torch.Tensor:
+    """``[n, q]`` view: row ``k`` holds ``src[P + k - m s]`` for ``m = q - 1, ..., 0``."""
+    return src.as_strided((n, q), (1, s), src.storage_offset() + P - (q - 1) * s)
 
 
 def _num_bits(n: int) -> int:
@@ -232,11 +288,12 @@ def generate_vbe_metadata_npu(
             f"{op}: argument 'vbe_output_offsets' must have total_B = {total_B} entries"
         )
     dims = (D_offsets[1:] - D_offsets[:-1]).to(torch.int64)
-    rows, block = vbe_row_output_offsets(
+    rows, ids = vbe_row_output_offsets(
         B_offsets, B_offsets_rank_per_feature, output_offsets_feature_rank, dims, total_B
     )
-    t = torch.div(block, R, rounding_mode="floor")
-    b = arange_cached(total_B, block.device) - B_offsets.index_select(0, t)
+    # a real bag's block id is (R + 1) t + r with r < R (.vbe)
+    t = torch.div(ids[:total_B], R + 1, rounding_mode="floor")
+    b = arange_cached(total_B, ids.device) - B_offsets.index_select(0, t)
     b_t_map = torch.add(b, t, alpha=1 << info_B_num_bits).to(torch.int32)
     if rows.dtype != output_offsets_feature_rank.dtype:
         rows = rows.to(output_offsets_feature_rank.dtype)

@@ -23,10 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
-from fbgemm_npu.native.fbgemm.tbe.counter_adagrad import rowwise_adagrad_with_counter
+from fbgemm_npu.native._index import arange_cached, tracing
+from fbgemm_npu.native.fbgemm.tbe.counter_adagrad import constants, rowwise_adagrad_with_counter
 
 __all__ = ["OPTIMIZERS", "OptimizerSpec", "StepArgs", "gwd_factor"]
 
@@ -58,7 +60,8 @@ class OptimizerSpec:
     """States (name, rowwise) in the pt2 op's argument order, and the step function."""
 
     states: tuple[tuple[str, bool], ...]
-    step: Callable[[Tensor, Tensor, list[Tensor], StepArgs], tuple[Tensor, list[Tensor]]]
+    # new states: tensors, or a Python float where a state takes one value at every slot
+    step: Callable[[Tensor, Tensor, list[Tensor], StepArgs], tuple[Tensor, list[Any]]]
     # Optional fast form: (g, states, keep, a) -> (weights delta, state deltas), exact zeros where
     # keep == 0, no need for the current weights; usable when delta_ok(a) holds.
     delta: Callable[..., tuple[Tensor, list[Tensor]]] | None = None
@@ -140,16 +143,34 @@ def gwd_factor(prev_iter: Tensor, a: StepArgs, lower_bound: float) -> Tensor:
     """Global weight decay (``WeightDecayMode.DECOUPLE_GLOBAL``), upstream's
     ``compute_global_weight_decay``: the factor of a row last touched at iteration ``prev_iter``
     (fp32, 0 = never), now at iteration ``a.iter``: 1 where ``prev_iter == 0``, else
-    ``max(lower_bound, (1 - lr * wd)^max(iter - prev_iter - 1, 0))`` in fp32 (a device lr adds
-    the ops of ``1 - lr * wd``)."""
+    ``max(lower_bound, (1 - lr * wd)^max(iter - prev_iter - 1, 0))`` in fp32.
+
+    The exponent is clamped into ``[0, prev_iter * 2**30]``: 0 -- a factor of 1 -- for a row
+    never touched (iterations are integers, so a touched row's bound passes any exponent), when
+    ``lower_bound <= 1`` keeps that 1 (always, for upstream's bounds; else a mask).  The
+    lower-bound clamp is skipped where the host knows it cannot bind (a host ``lr``, ``1 - lr
+    * wd >= 0`` and ``lower_bound <= 0``).  Launches: rsub, mul, clamp, pow (a device lr adds
+    the ops of ``1 - lr * wd``, and the clamp)."""
     base: Scalar = 1.0 - a.lr * a.get("weight_decay")
-    e = torch.rsub(prev_iter, float(a.iter - 1)).clamp_(min=0.0)
+    e = torch.rsub(prev_iter, float(a.iter - 1))
+    masked = lower_bound > 1.0
+    if masked:
+        e = e.clamp_(min=0.0)
+    else:
+        zero = torch.zeros((), dtype=e.dtype, device=e.device) if tracing(e) else _zero(e)
+        e = torch.clamp(e, zero, prev_iter * float(2**30))
     if isinstance(base, Tensor):
         f = torch.pow(base.to(torch.float32), e)
     else:
         f = torch.pow(float(base), e)
-    f = f.clamp_(min=lower_bound)
-    return f.masked_fill_(prev_iter == 0, 1.0)
+    if isinstance(base, Tensor) or base < 0.0 or lower_bound > 0.0:
+        f = f.clamp_(min=lower_bound)
+    return f.masked_fill_(prev_iter == 0, 1.0) if masked else f
+
+
+def _zero(like: Tensor) -> Tensor:
+    """A cached 0-D zero of ``like``'s dtype and device (a view: no fill launch)."""
+    return arange_cached(1, like.device, like.dtype).view(())
 
 
 def rowwise_adagrad_delta(
@@ -187,11 +208,11 @@ def rowwise_rmsprop_ar(
     beta = a.get("ema_beta", 0.99)
     v = torch.add(m * beta, _sq_mean(g, a), alpha=1.0 - beta)
     mult = a.lr / v.sqrt().add_(a.get("eps"))
-    gap = torch.where(prev == 0, 1.0, it - prev)
+    gap = torch.where(prev == 0, constants(prev)[1], it - prev)
     lam = (a.lr * a.get("ar_alpha") * gap).clamp_(min=0.0, max=1.0)
     erc = (1.0 - lam).clamp_(min=a.get("min_shrinkage", 0.1))
-    w_new = w * erc[:, None] - mult[:, None] * g
-    return w_new, [v, torch.full_like(prev, it)]
+    w_new = torch.addcmul(w * erc[:, None], mult[:, None], g, value=-1.0)
+    return w_new, [v, it]  # prev_iter := iter: a constant (see backward.write_rows)
 
 
 def _lerp(state: Tensor, x: Tensor, weight: float) -> Tensor:

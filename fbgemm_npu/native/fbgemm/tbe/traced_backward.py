@@ -109,8 +109,9 @@ def _indice_weights_grad(
     that the trace cannot merge the read with the forward's: a second backward through a
     retained graph then sees the rows as the first one left them, as in eager."""
     assert slots.seg is not None and slots.perm is not None
-    run_of = torch.empty_like(slots.perm).index_copy_(0, slots.perm, slots.seg)
-    w = w_old.index_select(0, run_of)
+    # the run of each index (from 1: slot run - 1)
+    run_of = torch.empty_like(slots.seg).index_copy_(0, slots.perm, slots.seg)
+    w = w_old.index_select(0, run_of - 1)
     dot = (rows.to(torch.float32) * w.to(torch.float32)).sum(1)
     return indice_weights_grad_scaled(call, state, torch.where(state.mats[0][1] > 0, dot, 0.0))
 
@@ -187,8 +188,17 @@ def traced_backward(
             grad_output = grad_output.clamp(min=-call.max_gradient, max=call.max_gradient)
         mat = state.mats[0]
         rows = grad_rows(lay, mat, grad_output, call.pooling_mode)
+        # the keys are flat elements + 1: bounded by the weights' size when the trace knows it
+        numel = call.weights.numel()
         slots = aggregate_rows(
-            mat, rows, True, state, call.offsets, call.pooling_mode, call.indice_weights
+            mat,
+            rows,
+            True,
+            state,
+            call.offsets,
+            call.pooling_mode,
+            call.indice_weights,
+            numel + 1 if isinstance(numel, int) else None,
         )
         read = _read(call, lay, slots)
         iw_grad = None
