@@ -155,65 +155,74 @@ def test_metadata_errors_name_op_and_argument(call: Callable[[], Any], match: st
         call_on_npu(call)
 
 
-@pytest.mark.parametrize(
-    "call, op, arg",
-    [
-        # Reads past the values: a row reaching row 5 of 5 (upstream reads garbage).
-        (
-            lambda: F.jagged_to_padded_dense(_V, [torch.tensor([0, 2, 2, 7])], [4], 0.0),
-            J2D,
-            "offsets",
+_DATA_ERRORS = [
+    # Reads past the values: a row reaching row 5 of 5 (upstream reads garbage).
+    (
+        lambda: F.jagged_to_padded_dense(_V, [torch.tensor([0, 2, 2, 7])], [4], 0.0),
+        J2D,
+        "offsets",
+    ),
+    # A negative offset (upstream reads before the buffer).
+    (
+        lambda: F.jagged_to_padded_dense(_V, [torch.tensor([-1, 2, 3])], [3], 0.0),
+        J2D,
+        "offsets",
+    ),
+    # Two jagged dims whose counts disagree: offsets[0] ends at 3, offsets[1] has 2 rows.
+    (
+        lambda: F.jagged_to_padded_dense(
+            _V, [torch.tensor([0, 2, 3]), torch.tensor([0, 1, 5])], [2, 2], 0.0
         ),
-        # A negative offset (upstream reads before the buffer).
-        (
-            lambda: F.jagged_to_padded_dense(_V, [torch.tensor([-1, 2, 3])], [3], 0.0),
-            J2D,
-            "offsets",
+        J2D,
+        "offsets",
+    ),
+    # Writes past total_L (upstream writes out of bounds: heap corruption).
+    (
+        lambda: F.dense_to_jagged(torch.ones(3, 3, 1), [_O], 4),
+        "fbgemm::dense_to_jagged_forward",
+        "x_offsets",
+    ),
+    (
+        lambda: F.jagged_to_padded_dense_backward(torch.ones(3, 3), [_O], 3),
+        "fbgemm::jagged_to_padded_dense_backward",
+        "offsets",
+    ),
+    # Jagged output: offsets reaching past x_values' rows.
+    (
+        lambda: F.jagged_dense_elementwise_mul(
+            _V, [torch.tensor([0, 2, 2, 7])], torch.ones(3, 4, 1)
         ),
-        # Two jagged dims whose counts disagree: offsets[0] ends at 3, offsets[1] has 2 rows.
-        (
-            lambda: F.jagged_to_padded_dense(
-                _V, [torch.tensor([0, 2, 3]), torch.tensor([0, 1, 5])], [2, 2], 0.0
-            ),
-            J2D,
-            "offsets",
+        "fbgemm::jagged_dense_elementwise_mul",
+        "x_offsets",
+    ),
+    # Stacked: lengths summing past the values (key 1 reads rows 5..8 of 7).
+    (
+        lambda: F.stacked_jagged_1d_to_dense(
+            torch.ones(7), torch.tensor([[1, 2], [0, 5]]), [0, 3, 7], [2, 5], 0
         ),
-        # Writes past total_L (upstream writes out of bounds: heap corruption).
-        (
-            lambda: F.dense_to_jagged(torch.ones(3, 3, 1), [_O], 4),
-            "fbgemm::dense_to_jagged_forward",
-            "x_offsets",
+        "fbgemm::stacked_jagged_1d_to_dense",
+        "lengths",
+    ),
+    (
+        lambda: F.batched_dense_vec_jagged_2d_mul(
+            torch.ones(3, 4), torch.ones(5, 6), torch.tensor([0, 2, 2, 9])
         ),
-        (
-            lambda: F.jagged_to_padded_dense_backward(torch.ones(3, 3), [_O], 3),
-            "fbgemm::jagged_to_padded_dense_backward",
-            "offsets",
-        ),
-        # Jagged output: offsets reaching past x_values' rows.
-        (
-            lambda: F.jagged_dense_elementwise_mul(
-                _V, [torch.tensor([0, 2, 2, 7])], torch.ones(3, 4, 1)
-            ),
-            "fbgemm::jagged_dense_elementwise_mul",
-            "x_offsets",
-        ),
-        # Stacked: lengths summing past the values (key 1 reads rows 5..8 of 7).
-        (
-            lambda: F.stacked_jagged_1d_to_dense(
-                torch.ones(7), torch.tensor([[1, 2], [0, 5]]), [0, 3, 7], [2, 5], 0
-            ),
-            "fbgemm::stacked_jagged_1d_to_dense",
-            "lengths",
-        ),
-        (
-            lambda: F.batched_dense_vec_jagged_2d_mul(
-                torch.ones(3, 4), torch.ones(5, 6), torch.tensor([0, 2, 2, 9])
-            ),
-            "fbgemm::batched_dense_vec_jagged_2d_mul_forward",
-            "a_offsets",
-        ),
-    ],
-)
+        "fbgemm::batched_dense_vec_jagged_2d_mul_forward",
+        "a_offsets",
+    ),
+]
+# Backward kernels given the same bad offsets (their checks are the forward's own: memory only).
+_BAD_BACKWARDS = [
+    lambda: F.jagged_dense_elementwise_mul_backward(
+        torch.ones(5, 2), [torch.tensor([0, 2, 2, 9])], torch.ones(3, 4, 2), torch.ones(5, 2)
+    ),
+    lambda: F.batched_dense_vec_jagged_2d_mul_backward(
+        torch.ones(3, 6), torch.ones(3, 4), torch.ones(5, 6), torch.tensor([0, 2, 2, 9])
+    ),
+]
+
+
+@pytest.mark.parametrize("call, op, arg", _DATA_ERRORS)
 def test_data_errors_name_op_and_argument(call: Callable[[], Any], op: str, arg: str) -> None:
     with pytest.raises(RuntimeError, match=rf"{op}: argument.* '{arg}'|{op}: arguments '{arg}'"):
         call_on_npu(call)
@@ -239,3 +248,21 @@ def test_validation_off_skips_only_the_data_check(no_validation: None) -> None:
     with count() as c:
         F.jagged_to_padded_dense(_V, [_O], [2], 0.0)
     assert "aten._assert_async.msg" not in c.launch_ops
+
+
+@pytest.mark.parametrize("call", [c for c, _, _ in _DATA_ERRORS] + _BAD_BACKWARDS)
+def test_bad_offsets_stay_inside_every_tensor_with_the_checks_off(
+    call: Callable[[], Any], no_validation: None
+) -> None:
+    """With the data check off (or deferred: read later), bad offsets give an unspecified result
+    but never a read or write outside a tensor: gathers read clamped rows, scatters write a spare
+    row (the simulator raises for an index out of range, as a device would fault)."""
+    call_on_npu(call)
+
+
+def test_stacked_backward_with_bad_lengths_stays_inside(no_validation: None) -> None:
+    values = torch.ones(7, 2, device=NPU, requires_grad=True)
+    lengths = torch.tensor([[1, 2], [0, 9]], device=NPU)
+    outs = F.stacked_jagged_2d_to_dense(values, lengths, [0, 3, 7], [2, 5], 0)
+    sum(o.sum() for o in outs).backward()
+    assert values.grad is not None and values.grad.shape == values.shape
