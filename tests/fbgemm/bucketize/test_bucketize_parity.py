@@ -210,6 +210,26 @@ def test_empty_inputs() -> None:
     assert out[0].tolist() == [0] * 16 and out[1].shape == (0,)
 
 
+def test_empty_boundary_list_is_omitted() -> None:
+    """``block_bucketize_pos=[]`` is read as omitted (uniform blocks), as upstream does; the
+    fuzz suite's "boundary count" case shrinking one feature's list to none expects this."""
+    for total in (None, torch.tensor([4], dtype=I32)):
+        kw = {
+            "lengths": torch.tensor([2, 1], dtype=I32),
+            "indices": torch.tensor([3, 40, -7], dtype=I32),
+            "bucketize_pos": True,
+            "sequence": True,
+            "block_sizes": torch.tensor([10], dtype=I32),
+            "my_size": 2,
+            "block_bucketize_pos": [],
+            "total_num_blocks": total,
+        }
+        want = F.block_bucketize_sparse_features(**kw)
+        for pos in ([], None):
+            dev = {k: on_device(v, NPU) for k, v in {**kw, "block_bucketize_pos": pos}.items()}
+            assert_same_outputs(F.block_bucketize_sparse_features(**dev), want)
+
+
 def test_second_device() -> None:
     """Every tensor the kernels make lands on the inputs' device, npu:1 included."""
     kw = {
