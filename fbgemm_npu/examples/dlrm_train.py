@@ -24,6 +24,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from fbgemm_npu.native._pending import check as read_checks
+
 __all__ = [
     "PIPELINES",
     "SHARDING_TYPES",
@@ -366,7 +368,9 @@ def train(
             _synchronize(device)
             start = time.perf_counter()
         out = step_hook(step, run_step) if step_hook is not None else run_step()
-        loss = float(out[0].detach().to("cpu"))
+        # the step's one read: the loss, and in the same copy the data checks fbgemm_npu's
+        # kernels queued during the step (a failed one raises here, naming its op)
+        (loss,) = read_checks(out[0].detach())
         result.losses.append(loss)
         if progress is not None:
             progress(step, loss)
