@@ -129,6 +129,14 @@ CROSS: dict[str, Callable[[list[torch.Tensor]], Any]] = {
 }
 
 
+@pytest.fixture(autouse=True)
+def default_validation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data checks at their default (``FBGEMM_NPU_VALIDATE=1``: ``assert`` today), whatever
+    the environment running the suite says: the ``checks`` counts are the default's (a deferred
+    check is one launch cheaper).  ``no_validation`` switches them off after this."""
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "1")
+
+
 def _id(value: Any) -> str:
     return "main" if value is None else str(value)
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 
+import fbgemm_npu
 from fbgemm_npu.testing.pooled_inputs import keyed, kt_permute_args, pooled_args, spread, to_npu
 
 F = torch.ops.fbgemm
@@ -82,6 +83,7 @@ def test_permute_pooled_bad_inputs(op: str, case: str) -> None:
     args, exc, match = _permute_case(case)
     with pytest.raises(exc, match=f"fbgemm::{op}: .*{match}"):
         getattr(F, op)(*to_npu(args))
+        fbgemm_npu.check()  # a deferred data check is raised here
 
 
 def test_permute_pooled_devices_must_agree() -> None:
@@ -172,6 +174,7 @@ def test_permute_multi_embedding_bad_inputs(case: str) -> None:
     args, exc, match = _multi_case(case)
     with pytest.raises(exc, match=f"fbgemm::permute_multi_embedding: .*{match}"):
         F.permute_multi_embedding(*to_npu(args))
+        fbgemm_npu.check()  # a deferred data check is raised here
 
 
 def test_permute_multi_embedding_devices_must_agree() -> None:
@@ -196,8 +199,10 @@ def test_permutes_from_our_kt_regroup_arguments_are_checked_on_the_device() -> N
     tiling = "fbgemm::permute_multi_embedding: argument 'permutes' must copy inside the inputs"
     with pytest.raises(RuntimeError, match=f"{tiling} and tile every output of 'out_lengths'"):
         F.permute_multi_embedding(v, *args[:3], [6, 6, 7])
+        fbgemm_npu.check()
     with pytest.raises(RuntimeError, match=tiling):
         F.permute_multi_embedding([v[0][:, :5], v[1]], *args)
+        fbgemm_npu.check()
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ PermutePooledEmbeddings (its plan derived every call); every op of the family re
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import fbgemm_npu
@@ -54,8 +55,10 @@ def test_torchrec_keyed_tensor_regroup_paths() -> None:
         assert torch.equal(a, b)
 
 
-def test_fbgemm_permute_pooled_embeddings_module_on_npu() -> None:
+def test_fbgemm_permute_pooled_embeddings_module_on_npu(monkeypatch: pytest.MonkeyPatch) -> None:
     from fbgemm_gpu.permute_pooled_embedding_modules import PermutePooledEmbeddings
+
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "1")  # the budget's checks are the default's
 
     module = PermutePooledEmbeddings([4, 4, 8, 2], [2, 0, 3, 1], device=torch.device(NPU))
     x = torch.randn(3, 18)
