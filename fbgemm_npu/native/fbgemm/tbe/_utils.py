@@ -254,7 +254,11 @@ def _build_plan(
                 w_residue=w_res,
                 state_residues=res,
                 rows=rows,
-                fwd_rows=rows[:, [0, m, 2 * m, 2 * m + 1]].contiguous(),
+                # from the host table: a list index on the device tensor would upload the
+                # list with a blocking copy
+                fwd_rows=upload(
+                    [[r[k] for k in (0, m, 2 * m, 2 * m + 1)] for r in table], torch.int64, device
+                ),
                 member_index=upload(members, torch.int64, device),
                 cols=upload(cols, torch.int64, device),
                 key_bound=max((weights_numel - w_res) // D, 0) + 1,
