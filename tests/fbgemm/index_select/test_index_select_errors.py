@@ -243,6 +243,11 @@ BAD: dict[str, tuple[str, tuple[Any, ...], str]] = {
     # int64 lengths summing to a size no memory holds (the int64 route): named, not the
     # allocator's words
     "lr_unallocatable": ("lengths_range", (torch.tensor([2**40, 3]),), "t_in"),
+    "lr_out_unallocatable_shape": (
+        "lengths_range_out",
+        (torch.tensor([0]), torch.tensor([1, 2]), [2**20, 2**20]),
+        "shape",
+    ),
     # int32 lengths sum within int32: a shape past it is refused by name (fuzz)
     "lr_int32_shape_past_2_31": (
         "lengths_range",

@@ -18,7 +18,7 @@ import torch
 
 from fbgemm_npu.native._checks import DataChecks
 from fbgemm_npu.native._host import exclusive_cumsum
-from fbgemm_npu.native._index import arange_cached, filled_i32, tracing
+from fbgemm_npu.native._index import arange_cached, filled_i32
 from fbgemm_npu.native._upload import upload
 from fbgemm_npu.native.fbgemm.index_select._utils import count_le, scan_dtype
 
@@ -35,14 +35,6 @@ class TableGather:
 
     src: torch.Tensor
     unit: int
-
-
-def _to_device(values: list, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """Host values on ``device``: :func:`~fbgemm_npu.native._upload.upload` (pinned,
-    ``non_blocking``: no stall); traced, a plain factory (pinned memory has no fake tensor)."""
-    if tracing():
-        return torch.tensor(values, dtype=dtype, device=device)
-    return upload(values, dtype, device)
 
 
 def segment_table(
@@ -64,7 +56,7 @@ def segment_table(
     jumps = [col[t] - (col[t - 1] if t else 0) for t in range(n_seg) for col in columns]
     largest = max((abs(v) for v in [*jumps, *(v for col in columns for v in col)]), default=0)
     dtype = scan_dtype(n + 1, largest)
-    up = _to_device([*exclusive_cumsum(counts), *jumps], dtype, device)
+    up = upload([*exclusive_cumsum(counts), *jumps], dtype, device)
     pos, src = up[:n_seg], up[n_seg:].view(n_seg, n_cols)
     if dtype == torch.int32:
         zeros = filled_i32((n + 1) * n_cols, 0, device).view(n + 1, n_cols)
@@ -176,7 +168,7 @@ def table_gather_permuted(
     n_t = len(rows)
     idx2d = indices.view(n_t, n).t()  # (n, T): row i, table t
     if len(set(cols)) == 1 and cols[0] > 0:
-        meta = _to_device([exclusive_cumsum(rows), list(rows)], torch.int64, device)
+        meta = upload([exclusive_cumsum(rows), list(rows)], torch.int64, device)
         _add_row_check(checks, idx2d, meta[1].view(1, -1), arg)
         src = torch.empty((n, n_t), dtype=torch.int64, device=device)
         torch.add(idx2d, meta[0].view(1, -1), out=src)
@@ -184,7 +176,7 @@ def table_gather_permuted(
     unit, m = _units(cols)
     width = sum(m)
     host = _run_constants(tuple(rows), tuple(m))
-    meta = _to_device([*host, *rows] if checks is not None else host, torch.int64, device)
+    meta = upload([*host, *rows] if checks is not None else host, torch.int64, device)
     _add_row_check(checks, idx2d, meta[3 * width :].view(1, -1), arg)
     gathered = idx2d.index_select(1, meta[:width])  # (n, width)
     src = torch.addcmul(meta[width : 2 * width], gathered, meta[2 * width : 3 * width])

@@ -17,8 +17,9 @@ BUDGETS: dict[str, Budget] = {
     # five for the row index (rows_gather_index: the segment of every row by clamp + int32
     # index_add + cumsum, was an AI-CPU searchsorted; unsized, no clamp: the read size is the
     # last end), the row gather: 11 (was 10 with 3 AI-CPU launches: two int64 cumsums, the
-    # searchsorted or repeat_interleave).  Checks 11 (unsized 6), were 9 (4): an amin of each
-    # cumsum, as int32 lengths summing past 2**31 wrap to a last sum that looked in range.
+    # searchsorted or repeat_interleave).  Checks 11 (unsized 7: the clamp), were 9 (4): an amin
+    # of each cumsum, as int32 lengths summing past 2**31 wrap to a last sum that looked in
+    # range; an aminmax of the lengths (each within values: the int32 scans narrow int64 ones).
     # Backward: zeros + index_add_ with the forward's gather index ("backward"); unsized, the
     # forward is the op itself (traceable: its fake sizes it), so the backward rebuilds the index
     # first: two cumsums, a gather, a difference, four for the row index (no clamp: the forward
@@ -30,7 +31,7 @@ BUDGETS: dict[str, Budget] = {
         syncs_unsized=1,
         ai_cpu=0,
         paths={"no_num_dense_output_rows": 10, "backward": 2, "backward_unsized": 10},
-        path_checks={"no_num_dense_output_rows": 6, "backward": 0, "backward_unsized": 0},
+        path_checks={"no_num_dense_output_rows": 7, "backward": 0, "backward_unsized": 0},
         note=(
             "AI CPU 0 with int32 and int64 lengths: int32 scans while len(indices) * "
             "values.size(0) and the output size are below 2**31 (int64 scans, on the AI CPU, "
@@ -38,21 +39,23 @@ BUDGETS: dict[str, Budget] = {
         ),
     ),
     # both offsets' starts in one cat behind a cached zero (was two AI-CPU int64 pads), a gather
-    # and a difference, five for the row index (unsized four: no clamp), the row gather
+    # and a difference, five for the row index (unsized four: no clamp), the row gather.
+    # Checks 11, were 12 (the row index's clamp_max_ gone); unsized 9, were 7: the output
+    # lengths' difference and the clamp are the checks' own now (no repeat_interleave needs them)
     "fbgemm::jagged_index_select_2d_forward_v2": Budget(
         launches=9,
-        checks=12,
+        checks=11,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
         paths={"no_num_dense_output_rows": 8},
-        path_checks={"no_num_dense_output_rows": 7},
+        path_checks={"no_num_dense_output_rows": 9},
     ),
     # the select's program with the offsets' roles swapped, then zeros + index_add_; int64
     # values add with an int64 index_add_, which has no AI-Core kernel on a 910B
     "fbgemm::jagged_index_add_2d_forward_v2": Budget(
         launches=10,
-        checks=12,
+        checks=11,
         ai_cpu=0,
         paths={"int64_values": 10},
         path_ai_cpu={"int64_values": 1},
@@ -64,7 +67,8 @@ BUDGETS: dict[str, Budget] = {
     # the selected segments (one add of a cached arange's strided view), the lengths gather, an
     # int32 cumsum, a gather and a difference, four for the row index (no clamp: the selected
     # sum is the output size), the gathers: one per output (was 12 with 2 AI-CPU launches: an
-    # int64 cumsum and a repeat_interleave).  Checks 14 (unsized 9), were 12 (7): an aminmax
+    # int64 cumsum and a repeat_interleave).  Checks 15 (unsized 10; the row index's clamp is
+    # theirs, 1), were 12 (7): an aminmax
     # of all of offsets (int32 offsets that pass 2**31 wrap negative with steps that still
     # match the lengths) and an amin of the selected lengths' cumsum (the same wrap);
     # selected_lengths_sum is now held equal to the selected total (was: not above it) at no
@@ -72,7 +76,7 @@ BUDGETS: dict[str, Budget] = {
     # selected segments 1, a cumsum, a gather, a difference, four for the row index)
     "fbgemm::keyed_jagged_index_select_dim1": Budget(
         launches=11,
-        checks=14,
+        checks=15,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
@@ -84,8 +88,8 @@ BUDGETS: dict[str, Budget] = {
             "backward_unsized": 10,
         },
         path_checks={
-            "no_selected_lengths_sum": 9,
-            "no_weights + no_selected_lengths_sum": 9,
+            "no_selected_lengths_sum": 10,
+            "no_weights + no_selected_lengths_sum": 10,
             "backward": 0,
             "backward_unsized": 0,
         },
@@ -127,19 +131,22 @@ BUDGETS: dict[str, Budget] = {
             "kernel) closes it"
         ),
     ),
-    # the segment of every position (int32 index_add + cumsum; validating, a clamp first), the
+    # the segment of every position (int32 index_add + cumsum; validating, a clamp first: checks
+    # 9, were 8), the
     # starts' gather, a sub from a cached arange (was 6 with 2 AI-CPU launches: an int64 pad and
     # a repeat_interleave)
-    "fbgemm::offsets_range": Budget(launches=4, checks=8, ai_cpu=0),
+    "fbgemm::offsets_range": Budget(launches=4, checks=9, ai_cpu=0),
     # the ends' int32 cumsum, the lengths' cast to int32, an index_add of them at the ends and
     # its cumsum (the starts), a sub from a cached arange: 5 (was 6 with 3 AI-CPU launches: an
     # int64 cumsum and pad, a repeat_interleave); int32 t_in: 4 (no cast).  No shape: an int64
-    # sum read back first (exact: it decides the scans' dtype).  Checks 8 (no shape: 3), were
+    # sum read back first (exact: it decides the scans' dtype).  Checks 9 (no shape: 3), were
     # 7 (2): an amin of the lengths' cumsum, which int32 lengths summing past 2**31 wrap (the
-    # last sum alone can look right)
+    # last sum alone can look right), an aminmax of the lengths (within the size: the int32 scans
+    # narrow int64 lengths; no shape: at most the sum read, else the int64 sum wrapped), the
+    # clamp of the ends
     "fbgemm::lengths_range": Budget(
         launches=5,
-        checks=8,
+        checks=9,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
@@ -148,7 +155,7 @@ BUDGETS: dict[str, Budget] = {
     ),
     "fbgemm::lengths_range_out": Budget(
         launches=5,
-        checks=8,
+        checks=9,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
@@ -160,10 +167,11 @@ BUDGETS: dict[str, Budget] = {
     # on it, was two casts over target 6), zeros, index_add_, the inner buckets copied out (the
     # cast back, or a clone for "no_cast": float32 and integer values; was 5 as a slice of the
     # buckets at storage offset 1); "no_segments": batch_size <= 0 or fewer than two
-    # boundaries, zeros; "int64_values": their index_add_ has no AI-Core kernel on a 910B
+    # boundaries, zeros; "int64_values": their index_add_ has no AI-Core kernel on a 910B.
+    # Checks 9, were 8: the clamp of the boundaries before the int32 index_add
     "fbgemm::segment_sum_csr": Budget(
         launches=6,
-        checks=8,
+        checks=9,
         ai_cpu=0,
         paths={"no_cast": 6, "no_segments": 1, "int64_values": 6},
         path_checks={"no_segments": 0},
@@ -177,11 +185,13 @@ BUDGETS: dict[str, Budget] = {
     # strided offsets need no copy), the merged keys 2, unique 1, below / owners / reverse index
     # / unique ids read from the merged order 8 (was two AI-CPU searchsorted), lengths 10,
     # offsets 2 (an int32 cumsum widened by a cat; was an AI-CPU int64 cumsum); unique reads its
-    # output size back (no sync without indices).  Checks 15, were 12: every linear id inside
-    # [hsc[0], hsc[T]) (an aminmax and two differences), else the lengths miss ids
+    # output size back (no sync without indices).  Checks 20, were 12: every linear id inside
+    # [hsc[0], hsc[T]) (an aminmax and two differences), else the lengths miss ids; hsc[T] small
+    # enough for the merged keys; bad data kept harmless until the checks fire (clamps of the
+    # two count_le points, the reverse index, the group boundaries and sizes: 5)
     "fbgemm::jagged_unique_indices": Budget(
         launches=28,
-        checks=15,
+        checks=20,
         syncs=1,
         ai_cpu=1,
         paths={"strided_offsets": 28},

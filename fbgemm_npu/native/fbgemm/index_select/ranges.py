@@ -134,7 +134,8 @@ def _lengths_range(
                 "(int32 lengths sum within int32)"
             )
         raise ValueError(f"{op}: {_u.sum_fits('t_in', torch.int32)}; the sum is {total}")
-    with allocation_of(op, f"the output of argument 't_in' (its sum, {total} elements)"):
+    whose = "'t_in' (its sum" if size is None else "'shape' (its size"
+    with allocation_of(op, f"the output of argument {whose}, {total} elements)"):
         return _ranges_of(checks, t_in, size, total, out)
 
 
