@@ -310,3 +310,70 @@ def test_out_lengths_past_what_the_rows_can_fill(no_validation: None, extra: int
     args = to_npu([d["values"], permutes, in_shapes, out_shapes])
     with pytest.raises(RuntimeError, match="permute_multi_embedding: .*'out_lengths' asks for"):
         F.permute_multi_embedding(*args, lengths)
+
+
+# Deferred checks (FBGEMM_NPU_VALIDATE=deferred): a call on bad data runs before its check is
+# read, so every gather and scatter must stay inside its buffer (the simulator raises on an
+# index out of bounds: the call itself would fail); the queued check names the op and argument.
+PERMUTE_DATA_CASES = ("decreasing", "negative", "duplicate", "out_of_range")
+MULTI_DATA_CASES = ("in_tensor", "in_offset", "negative", "order", "gap")
+
+
+@pytest.fixture
+def deferred(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "deferred")
+
+
+@pytest.mark.parametrize("case", PERMUTE_DATA_CASES)
+@pytest.mark.parametrize("op", PERMUTE_OPS)
+def test_permute_pooled_bad_data_stays_in_bounds_while_deferred(
+    deferred: None, op: str, case: str
+) -> None:
+    """Block ids clamped (segment ids), ranks and columns from sorts: in range whatever the data."""
+    args, _, match = _permute_case(case)
+    out = getattr(F, op)(*to_npu(args))  # no error yet: memory-safe
+    assert out.shape == args[0].shape
+    with pytest.raises(RuntimeError, match=f"fbgemm::{op}: .*{match}"):
+        fbgemm_npu.check()
+
+
+@pytest.mark.parametrize("op", PERMUTE_OPS[2:])
+def test_bad_inverse_lists_stay_in_bounds_in_the_backward_while_deferred(
+    deferred: None, op: str
+) -> None:
+    """The backward is the plain permute with the inverse lists: checked (and clamped) there."""
+    x, off, perm, inv_off, _ = pooled_args(4, 4, 2)
+    xd = x.to(NPU).requires_grad_()
+    bad = torch.tensor([0, 0, 9, 1])
+    y = getattr(F, op)(xd, *to_npu([off, perm, inv_off, bad]))
+    (grad,) = torch.autograd.grad(y, xd, torch.ones_like(y))
+    assert grad.shape == x.shape
+    base = op.replace("_auto_grad", "")
+    with pytest.raises(RuntimeError, match=f"fbgemm::{base}: argument 'permute_list' must be"):
+        fbgemm_npu.check()
+
+
+@pytest.mark.parametrize("case", MULTI_DATA_CASES)
+def test_permute_multi_embedding_bad_data_stays_in_bounds_while_deferred(
+    deferred: None, case: str
+) -> None:
+    """Tensor ids clamped onto an empty padding row, ``src`` clamped into the inputs: the
+    gather, the autograd backward's scatter and permute_multi_embedding_function's forward and
+    reverse all stay inside their buffers; each call's check names 'permutes'."""
+    (values, permutes, in_shapes, out_shapes, lengths), _, match = _multi_case(case)
+    index = to_npu([permutes, in_shapes, out_shapes])
+    leaves = [v.to(NPU).requires_grad_() for v in values]
+    outs = F.permute_multi_embedding(leaves, *index, lengths)
+    assert [tuple(o.shape) for o in outs] == [(2, n) for n in lengths]
+    grads = torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs])
+    assert [g.shape for g in grads] == [v.shape for v in values]
+    with pytest.raises(RuntimeError, match=f"fbgemm::permute_multi_embedding: .*{match}"):
+        fbgemm_npu.check()
+    fn, widths = F.permute_multi_embedding_function, [v.size(1) for v in values]
+    outs = fn(to_npu(values), *index, lengths, False)
+    assert [tuple(o.shape) for o in outs] == [(2, n) for n in lengths]
+    grads = [torch.ones(2, n, device=NPU) for n in lengths]
+    back = fn(grads, index[0], index[2], index[1], widths, True)  # out_shapes and in_shapes swap
+    assert [tuple(b.shape) for b in back] == [(2, w) for w in widths]
+    with pytest.raises(RuntimeError, match=f"fbgemm::permute_multi_embedding_function: .*{match}"):
+        fbgemm_npu.check()
