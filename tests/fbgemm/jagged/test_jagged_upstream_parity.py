@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from conformance.specs.fbgemm.jagged.elementwise import to_jagged_reference, walk
-from fbgemm_npu.native.fbgemm.jagged._utils import checked_dense_index
+from fbgemm_npu.native.fbgemm.jagged._utils import _positions, checked_dense_index
 from fbgemm_npu.testing.jagged_inputs import OFFSETS, VALUES, nested, to_npu
 
 F = torch.ops.fbgemm
@@ -199,4 +199,16 @@ def test_rows_starting_near_2_to_31_keep_their_padding(
     dense = torch.randn(expected.shape)
     expected = F.dense_to_jagged(dense, offsets, 10)[0]
     got = F.dense_to_jagged(dense.to(NPU), to_npu(offsets), 10)[0]
+    torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0)
+
+
+def test_a_dense_length_past_the_cached_arange_builds_its_own() -> None:
+    """Positions up to 2**16 read the shared cached arange; a longer max_length builds its own
+    (one launch more) so that one huge call leaves no cache of its size behind, and the result
+    is upstream's either way."""
+    small, big = _positions(3, torch.device(NPU)), _positions(2**16 + 5, torch.device(NPU))
+    assert small._base is not None and big._base is None
+    values, offsets = torch.arange(6.0).view(6, 1), [torch.tensor([0, 2, 6])]
+    expected = F.jagged_to_padded_dense(values, offsets, [2**16 + 5], -1.0)
+    got = F.jagged_to_padded_dense(values.to(NPU), to_npu(offsets), [2**16 + 5], -1.0)
     torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0)

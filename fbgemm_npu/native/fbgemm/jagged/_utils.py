@@ -217,9 +217,10 @@ def dense_index(
     mishandle: an offset outside ``[0, 2**31)`` (:func:`int32_bad`), an intermediate row index
     outside ``[0, rows of the next level)`` and ``offsets[d][-1] != offsets[d + 1].numel() - 1``.
     The caller adds the check on the final rows.  Launches: ``add`` and ``ge`` per level (the
-    ``arange`` is cached); a further level adds a ``clamp_``, the ``index_select`` of the
-    ``(begin, end)`` pairs and a ``logical_or_`` (and, with the checks, :func:`int32_bad`, a
-    subtract, a ``where`` and a ``ge``); the first level's check is :func:`int32_bad`.
+    ``arange`` is cached up to 2**16 positions: :func:`_positions`); a further level adds a
+    ``clamp_``, the ``index_select`` of the ``(begin, end)`` pairs and a ``logical_or_`` (and,
+    with the checks, :func:`int32_bad`, a subtract, a ``where`` and a ``ge``); the first
+    level's check is :func:`int32_bad`.
     Intermediate indices are clamped before they are used, so no read leaves its tensor, whatever
     the data and whether or not the checks run.
     """
@@ -246,11 +247,23 @@ def dense_index(
             pairs = o.unfold(0, 2, 1).index_select(0, cur.reshape(-1))
             pairs = pairs.view(*cur.shape, 2)
             start, end = pairs[..., 0], pairs[..., 1]
-        idx = start.unsqueeze(-1) + arange_cached(length, o0.device)
+        idx = start.unsqueeze(-1) + _positions(length, o0.device)
         beyond = idx >= end.unsqueeze(-1)
         pad = beyond if pad is None else beyond.logical_or_(pad.unsqueeze(-1))
     assert idx is not None and pad is not None
     return idx, pad
+
+
+# Dense lengths up to this read the shared cached arange; a longer one builds its own (one launch
+# more), so that one huge max_length does not leave a cache of its size behind for good.
+_CACHED_POSITIONS = 1 << 16
+
+
+def _positions(length: int, device: torch.device) -> torch.Tensor:
+    """``arange(length)`` in int64: a view of the shared cache up to :data:`_CACHED_POSITIONS`."""
+    if length <= _CACHED_POSITIONS:
+        return arange_cached(length, device)
+    return torch.arange(length, dtype=torch.int64, device=device)
 
 
 def beyond_rows(idx: torch.Tensor, pad: torch.Tensor, n: int) -> torch.Tensor:
