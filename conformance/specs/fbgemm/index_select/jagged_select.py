@@ -30,6 +30,7 @@ from conformance.specs.fbgemm.index_select.common import (
     VALUE_DTYPES,
     by_name,
     seed,
+    stored,
 )
 from conformance.strategies import values as fill_values
 
@@ -142,6 +143,12 @@ def _select_budget(op: str) -> Any:
     return use
 
 
+def _add_budget(**kw: Any) -> BudgetUse:
+    """int64 values add with an int64 ``index_add_`` (the AI CPU's: budgets.py says so)."""
+    int64 = stored(kw["values"]).dtype == torch.int64
+    return BudgetUse(path="int64_values" if int64 else None)
+
+
 JIS = "fbgemm::jagged_index_select"
 V2 = "fbgemm::jagged_index_select_2d_forward_v2"
 SPECS = [
@@ -174,5 +181,6 @@ SPECS = [
         by_name(F.jagged_index_add_2d_forward_v2),
         add_inputs(),
         SUMS,
+        _add_budget,
     ),
 ]

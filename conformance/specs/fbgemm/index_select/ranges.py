@@ -147,7 +147,10 @@ SEGMENT_COMPARE = Compare(
 def _segment_budget(batch_size: int, csr_seg: Any, values: Any) -> BudgetUse:
     if batch_size <= 0 or stored(csr_seg).numel() < 2:
         return BudgetUse(path="no_segments")
-    return BudgetUse(path=None if stored(values).dtype in HALF else "no_cast")
+    dtype = stored(values).dtype
+    if dtype == torch.int64:  # an int64 index_add_: the AI CPU's (budgets.py says so)
+        return BudgetUse(path="int64_values")
+    return BudgetUse(path=None if dtype in HALF else "no_cast")
 
 
 def _segment_examples() -> tuple[dict, ...]:
