@@ -39,6 +39,14 @@ BLOCK_PATHS = [(op, path) for op in BLOCK_OPS for path in (None, *budget_of(op).
 CYCLIC_PATHS = [None, *budget_of(CYCLIC).paths]
 
 
+@pytest.fixture(autouse=True)
+def default_validation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data checks at their default (``FBGEMM_NPU_VALIDATE=1``), whatever the environment
+    running the suite says: the ``checks`` counts are the default's.  ``no_validation`` switches
+    them off after this."""
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "1")
+
+
 def _id(value: Any) -> str:
     return "main" if value is None else str(value).removeprefix("fbgemm::")
 

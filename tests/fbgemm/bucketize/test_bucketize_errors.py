@@ -1,6 +1,8 @@
 """Bad inputs of the bucketize family: each raises a ``ValueError`` / ``RuntimeError`` naming the
 op and the argument, data errors upstream's CPU kernel does not detect (it reads or writes out of
-bounds) included; with the data checks off, metadata is still checked.
+bounds) included; with the data checks off, metadata is still checked.  A data check may be
+deferred (``FBGEMM_NPU_VALIDATE``): each ``pytest.raises`` block reads the queue with
+``fbgemm_npu.check()``, so a data error is raised there and never leaks into the next test.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 
+import fbgemm_npu
 from fbgemm_npu.native.fbgemm.bucketize import bucketize as ours
 from fbgemm_npu.testing.bucketize_inputs import docs_example, on_device
 
@@ -232,6 +235,7 @@ BAD_BLOCK: list[tuple[str, dict[str, Any], type[Exception], str]] = [
 def test_block_bad_inputs(over: dict[str, Any], exc: type[Exception], match: str) -> None:
     with pytest.raises(exc, match=match):
         F.block_bucketize_sparse_features(**docs_example(**over))
+        fbgemm_npu.check()
 
 
 def test_bad_inputs_name_the_variant() -> None:
@@ -240,6 +244,7 @@ def test_bad_inputs_name_the_variant() -> None:
         RuntimeError, match=r"^fbgemm::block_bucketize_sparse_features_inference: arg"
     ):
         F.block_bucketize_sparse_features_inference(**kw)
+        fbgemm_npu.check()
     kw = docs_example(weights=torch.ones(15, 2))
     with pytest.raises(
         ValueError,
@@ -329,6 +334,7 @@ def test_cyclic_bad_inputs(over: dict[str, Any], exc: type[Exception], match: st
     }
     with pytest.raises(exc, match=match):
         F.bucketize_sparse_features(**{k: on_device(v, NPU) for k, v in kw.items()})
+        fbgemm_npu.check()
 
 
 def test_direct_call_rejects_non_tensors() -> None:
@@ -354,12 +360,14 @@ def test_int64_counts_that_wrap_are_refused() -> None:
     kw = docs_example(lengths=torch.tensor([top, top, 17, 0, 0, 0, 0, 0]))
     with pytest.raises(RuntimeError, match=r"'lengths' must be non-negative and sum to"):
         F.block_bucketize_sparse_features(**kw)
+        fbgemm_npu.check()
     kw = docs_example(
         lengths=torch.tensor([0, 2, 1, 3, 2, 3, 3, 1]),
         batch_size_per_feature=torch.tensor([top, top, 10, 0]),
     )
     with pytest.raises(RuntimeError, match=r"'batch_size_per_feature' must be non-negative and"):
         F.block_bucketize_sparse_features(**kw)
+        fbgemm_npu.check()
 
 
 @pytest.mark.parametrize("op", ["block_bucketize_sparse_features", "bucketize_sparse_features"])
