@@ -19,6 +19,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from conformance.spec import BudgetUse, CaseResult, Compare, OpSpec, TensorView, Tol
 from fbgemm_npu._registry import REGISTRY
 from fbgemm_npu.native._checks import validation_enabled
+from fbgemm_npu.native._index import warm_caches
 from fbgemm_npu.testing import counters
 from fbgemm_npu.testing.budgets import drain_checks
 
@@ -205,30 +206,9 @@ def _limits(spec: OpSpec, inputs: Any) -> tuple[int, int, int | None]:
     )
 
 
-WARM_INDEX_CACHES = 1 << 16  # elements the shared index caches hold before a counted call
-
-
-def _warm_index_caches(device: str | torch.device) -> None:
-    """Grow the shared index caches (``fbgemm_npu/native/_index.py``: cached ``arange``s, int32
-    zeros, ones and minus ones, the steps of a segment arange) on ``device`` past what an example
-    needs, uncounted: their one-time fill in a fresh process, or growth at a larger size, is not a
-    launch of the op's call (the budget tests measure after a warm-up call too)."""
-    dev = torch.device(device)
-    if dev.type == "cpu":
-        return
-    from fbgemm_npu.native._index import arange_cached, filled_i32, steps_cached
-
-    for dtype in (torch.int64, torch.int32, torch.float32):
-        arange_cached(WARM_INDEX_CACHES, dev, dtype)
-    for value in (0, 1, -1):  # -1: the jagged scatters' padding marker (jagged/_utils.py)
-        filled_i32(WARM_INDEX_CACHES, value, dev)
-    for dtype in (torch.int32, torch.int64):
-        steps_cached(WARM_INDEX_CACHES, dev, dtype)
-
-
 def run_example(spec: OpSpec, inputs: Any, device: str | torch.device = "npu:0") -> CaseResult:
     """Run upstream on CPU and ours on ``device``; compare; count our call (the shared index
-    caches warm: :func:`_warm_index_caches`)."""
+    caches warm: ``fbgemm_npu.native._index.warm_caches``)."""
     result = CaseResult(spec=spec.name, inputs=describe(inputs), oracle="upstream")
     try:
         expected = _call(spec.op, materialize(inputs, "cpu"))
@@ -236,7 +216,7 @@ def run_example(spec: OpSpec, inputs: Any, device: str | torch.device = "npu:0")
     except Exception as exc:  # noqa: BLE001 - any upstream error is the expected behaviour
         upstream_error = exc
     ours_in = materialize(inputs, device)
-    _warm_index_caches(device)
+    warm_caches(device)
     drain_checks()
     ours_error: BaseException | None = None
     with counters.count(_counted_device_type(device)) as count:
