@@ -31,7 +31,9 @@ UNSIZED = "no_permuted_lengths_sum"
 
 @pytest.fixture
 def with_validation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The data checks on, whatever the environment running the suite says."""
+    """The data checks at their default (``FBGEMM_NPU_VALIDATE=1``: ``assert`` today),
+    whatever the environment running the suite says: the ``checks`` counts are the default's (a
+    deferred check is one launch cheaper)."""
     monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "1")
 
 
@@ -137,7 +139,7 @@ def test_strided_lengths_are_copied_once(no_validation: None, op: str) -> None:
         assert_op_budget(fn, f"fbgemm::{op}", path="strided_lengths", sized=False, exact=True)
 
 
-def test_invert_and_expand_budget() -> None:
+def test_invert_and_expand_budget(with_validation: None) -> None:
     """With the checks on (the permutation check; offsets from 0 to output_size without
     decreasing); expand in int64 (main path) and int32."""
     for n in (5, 4000):

@@ -1,6 +1,10 @@
 """Bad input to the permute family: an error naming the op and the argument, including the data
 errors upstream's kernels miss (they read out of bounds or leave garbage), so the conformance
 suite cannot run them; ``FBGEMM_NPU_VALIDATE=0`` switching the data checks off and nothing else.
+
+A data error may be queued (``FBGEMM_NPU_VALIDATE=deferred``): each test reads it with
+``fbgemm_npu.check()`` inside its ``pytest.raises``, where a caller reads the result, and no test
+leaves a queued check behind for the next (``no_leftover_checks``).
 """
 
 from __future__ import annotations
@@ -12,12 +16,25 @@ import pytest
 import torch
 
 import fbgemm_npu
+from fbgemm_npu.native._pending import pending
+from fbgemm_npu.testing.budgets import drain_checks
 from fbgemm_npu.testing.permute_inputs import SMALL, on_npu
 
 F = torch.ops.fbgemm
 NPU = "npu"
 I32 = torch.int32
 P2D = "fbgemm::permute_2D_sparse_data"
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_checks() -> Any:
+    """Fail a test that leaves a queued data check unread: under deferred checks it would be
+    raised by the next test's first failing kernel in place of that test's own error."""
+    drain_checks()
+    yield
+    left = pending()
+    drain_checks()
+    assert left == 0, f"{left} queued data check(s) left unread: call fbgemm_npu.check()"
 
 
 def _p2d(**change: Any) -> Callable[[], Any]:
@@ -48,6 +65,7 @@ def test_data_errors_name_op_and_argument(case: str, given: bool) -> None:
         change = {**change, "permuted_lengths_sum": 9}
     with pytest.raises((ValueError, RuntimeError), match=f"{P2D}: .*{match}"):
         _p2d(**change)()
+        fbgemm_npu.check()
 
 
 @pytest.mark.parametrize("pls", [8, 10])
@@ -55,6 +73,7 @@ def test_permuted_lengths_sum_must_match(pls: int) -> None:
     """Upstream truncates (writing out of bounds) or leaves garbage; ours refuses."""
     with pytest.raises(RuntimeError, match=f"{P2D}: .*'permuted_lengths_sum' \\({pls}\\)"):
         _p2d(permuted_lengths_sum=pls)()
+        fbgemm_npu.check()
     with pytest.raises(ValueError, match=f"{P2D}: argument 'permuted_lengths_sum' must be non-neg"):
         _p2d(permuted_lengths_sum=-1)()
 
@@ -105,6 +124,7 @@ def test_other_ops_errors() -> None:
 def test_invert_permute_requires_a_permutation(perm: list[int]) -> None:
     with pytest.raises(RuntimeError, match="invert_permute: .*'permute' must be a permutation of"):
         F.invert_permute(torch.tensor(perm, device=NPU))
+        fbgemm_npu.check()
     with pytest.raises(ValueError, match="invert_permute: argument 'permute' must have dtype"):
         F.invert_permute(torch.tensor([1.0, 0.0], device=NPU))
 
@@ -140,6 +160,7 @@ def _expand(
 def test_expand_data_errors(args: tuple[Any, ...], match: str) -> None:
     with pytest.raises(RuntimeError, match=f"{EXPAND}: .*{match}"):
         _expand(*args)
+        fbgemm_npu.check()
 
 
 def test_expand_metadata_errors() -> None:
@@ -198,6 +219,57 @@ def test_expand_output_that_cannot_be_allocated(size: int) -> None:
         "elements cannot be allocated",
     ):
         F.expand_into_jagged_permute(*args, size)
+
+
+@pytest.mark.parametrize("mode", ["1", "deferred"])
+@pytest.mark.parametrize("size", [2**31, 2**40, 2**62])
+def test_expand_int32_output_size_past_its_range(
+    size: int, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """int32 offsets cannot end at an output_size of 2**31 or more: refused on the host, before
+    any launch (under deferred checks the int32 clamp of the offsets to output_size raised an
+    overflow inside the kernel: found by tests/fuzz/test_fuzz_permute_index.py)."""
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", mode)
+    with pytest.raises(
+        ValueError,
+        match=f"{EXPAND}: argument 'output_offset' must end at "
+        f"output_size \\({size}\\), past the range of its dtype int32",
+    ):
+        _expand([1, 0], [0, 1, 3], [0, 2, 3], size, torch.int32)
+    fbgemm_npu.check()  # nothing was queued
+
+
+@pytest.mark.parametrize("size", [2**40, 2**62])
+def test_expand_unallocatable_output_with_bad_offsets_while_deferred(
+    size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offsets that do not end at output_size and an output no memory holds, the checks
+    deferred: the output is allocated before the checks are queued, so the allocator's refusal
+    is the error (naming output_size), not a launch failing on bad data (the fuzz suite counted
+    these memory-unsafe)."""
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "deferred")
+    with pytest.raises(RuntimeError, match=f"{EXPAND}: the output of 'output_size'") as info:
+        _expand([1, 0], [0, 1, 3], [0, 2, 3], size)
+    assert getattr(info.value, "fbgemm_npu_kernel_error", None) is None
+    fbgemm_npu.check()  # nothing was queued
+
+
+@pytest.mark.parametrize("mode", ["1", "deferred"])
+@pytest.mark.parametrize("pls", [28, 2**31 + 5, 2**40, 2**62])
+def test_permuted_lengths_sum_past_what_values_hold(
+    pls: int, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each permuted row sums to at most values.numel() (9), so 3 rows to at most 27: a larger
+    permuted_lengths_sum is refused on the host, before anything of that size is allocated
+    (under deferred checks the kernel went on to allocate it: 2**31 + 5 was 16 GiB of index)."""
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", mode)
+    with pytest.raises(
+        ValueError,
+        match=f"{P2D}: argument 'permuted_lengths_sum' \\({pls}\\) "
+        "must equal .* at most permute.numel\\(\\) \\(3\\)",
+    ):
+        _p2d(permuted_lengths_sum=pls)()
+    fbgemm_npu.check()  # nothing was queued
 
 
 # --- the int32 index arithmetic (native/fbgemm/permute/_gather.py) on data that breaks it -------

@@ -51,12 +51,20 @@ def index_dtype(*bounds: int) -> torch.dtype:
 
 
 def _arange_by_rows(
-    starts: torch.Tensor, ends: torch.Tensor, x: torch.Tensor, y: torch.Tensor, n: int
+    starts: torch.Tensor,
+    ends: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    n: int,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``cumsum(steps + x at starts - y at ends)[:n]`` (module docstring), in ``x``'s dtype."""
+    """``cumsum(steps + x at starts - y at ends)[:n]`` (module docstring), in ``x``'s dtype,
+    written into ``out`` (``n`` elements) when given."""
     marks = torch.index_add(steps_cached(n + 1, x.device, x.dtype), 0, starts, x)
     marks.index_add_(0, ends, y, alpha=-1)
-    return torch.cumsum(marks[:n], 0, dtype=x.dtype)
+    if out is None:
+        return torch.cumsum(marks[:n], 0, dtype=x.dtype)
+    return torch.cumsum(marks[:n], 0, dtype=x.dtype, out=out)
 
 
 def row_bounds(
@@ -100,25 +108,32 @@ def source_index(
     return _arange_by_rows(ends[:-1], ends[1:], src[:, 0], src[:, 1], n)
 
 
-def segment_arange(starts: torch.Tensor, bounds: torch.Tensor, n: int) -> torch.Tensor:
+def segment_arange(
+    starts: torch.Tensor, bounds: torch.Tensor, n: int, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """``out[bounds[t] + i] = starts[t] + i`` for ``0 <= i < bounds[t + 1] - bounds[t]`` (``n``
     elements; ``bounds`` non-decreasing from 0 to ``n``, in ``[0, n]``), in ``starts``' dtype,
-    wrapping as that integer type does (every step is arithmetic mod 2**32 or 2**64).  Launches:
-    the distance ``d = starts - bounds[:-1]``, 2 ``index_add``, ``cumsum``: AI Core for int32,
-    AI CPU for int64 (use :func:`segment_arange_wide`)."""
+    wrapping as that integer type does (every step is arithmetic mod 2**32 or 2**64); into
+    ``out`` (``n`` elements of that dtype) when given.  Launches: the distance ``d = starts -
+    bounds[:-1]``, 2 ``index_add``, ``cumsum``: AI Core for int32, AI CPU for int64 (use
+    :func:`segment_arange_wide`)."""
     d = torch.sub(starts, bounds[:-1])
-    return _arange_by_rows(bounds[:-1], bounds[1:], d, d, n)
+    return _arange_by_rows(bounds[:-1], bounds[1:], d, d, n, out)
 
 
-def segment_arange_wide(starts: torch.Tensor, bounds: torch.Tensor, n: int) -> torch.Tensor:
+def segment_arange_wide(
+    starts: torch.Tensor, bounds: torch.Tensor, n: int, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """:func:`segment_arange` for int64 ``starts`` (values may pass 2**31), on the AI Core: the
     row of each element by :func:`~fbgemm_npu.native._index.segment_ids` (int32 ``index_add`` +
     ``cumsum``; ``bounds`` are clamped into ``[0, n]`` there), then ``d[row] + arange``.  ``d``
     has one spare element, never written, which an element past ``bounds[-1]`` (bad data, its
     check deferred) reads instead of reading past the buffer.  Launches: the difference, the
-    segment ids (clamp, index_add, cumsum), a gather, an ``add_`` (the arange is cached)."""
+    segment ids (clamp, index_add, cumsum), a gather, an ``add_`` (the arange is cached); into
+    ``out`` (``n`` elements of ``starts``' dtype) when given."""
     t = starts.numel()
     d = torch.empty(t + 1, dtype=starts.dtype, device=starts.device)
     torch.sub(starts, bounds[:-1], out=d[:t])
-    out = d.index_select(0, segment_ids(bounds, n))
+    rows = segment_ids(bounds, n)
+    out = d.index_select(0, rows) if out is None else torch.index_select(d, 0, rows, out=out)
     return out.add_(arange_cached(n, out.device, out.dtype))

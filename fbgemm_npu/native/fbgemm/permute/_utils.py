@@ -144,6 +144,11 @@ def permute_rows(
         limit += f" and weights.size(0) ({weights.size(0)})"
     if permuted_lengths_sum is not None:
         _check_room(op, permuted_lengths_sum, n_avail, limit, sized=True)
+        if permuted_lengths_sum > t_out * n_avail:  # each output row sums to <= n_avail
+            raise ValueError(  # refused before any allocation of that size (deferred checks)
+                f"{op}: argument 'permuted_lengths_sum' ({permuted_lengths_sum}) must equal the "
+                f"sum of the permuted lengths, at most permute.numel() ({t_out}) * {limit}"
+            )
     bounds = DataChecks(op)
     index = perm
     if validation_enabled():
@@ -346,6 +351,15 @@ def expand(
             )
     if output_size < 0:
         raise ValueError(f"{op}: argument 'output_size' must be non-negative, got {output_size}")
+    if perm.dtype == torch.int32 and output_size > torch.iinfo(torch.int32).max:
+        raise ValueError(  # no int32 offset reaches it: the data is bad whatever it holds
+            f"{op}: argument 'output_offset' must end at output_size ({output_size}), past the "
+            "range of its dtype int32"
+        )
+    alloc = f"the output of 'output_size' = {output_size} elements"
+    with allocation_of(op, alloc):  # before any check is queued: a size no memory holds is
+        # its own error, not one of bad data reaching a launch
+        out = torch.empty(output_size, dtype=perm.dtype, device=perm.device)
     flat = perm.reshape(-1)
     starts_in = input_offset.reshape(-1)
     ends = output_offset.reshape(-1)
@@ -364,9 +378,9 @@ def expand(
         bounds.assert_on_device()
         flat = flat.clamp(0, n - 1)  # the gather stays in bounds until the checks are read
     starts = starts_in.index_select(0, flat)
-    with allocation_of(op, f"the output of 'output_size' = {output_size} elements"):
+    with allocation_of(op, alloc):
         if perm.dtype == torch.int64:  # values may pass 2**31: int32 row ids, int64 arithmetic
-            return segment_arange_wide(starts, ends, output_size)
+            return segment_arange_wide(starts, ends, output_size, out)
         if safe:  # the checks are deferred: keep the scatters inside their buffer
             ends = ends.clamp(0, output_size)
-        return segment_arange(starts, ends, output_size)
+        return segment_arange(starts, ends, output_size, out)
