@@ -51,7 +51,7 @@ from fbgemm_npu.native._checks import (
     check_tensor,
     validation_enabled,
 )
-from fbgemm_npu.native._index import filled_i32, tracing
+from fbgemm_npu.native._index import filled_i32
 from fbgemm_npu.native._upload import upload
 from fbgemm_npu.native.fbgemm.jagged._utils import (
     READ_CHECK,
@@ -160,9 +160,9 @@ def _columns(
     maxl: list[int], limits: list[int], bounds: list[tuple[int, int]], lengths: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per grid column (host data, built by CPU tensor ops: no Python loop over the columns, and
-    one pinned non-blocking upload to ``lengths``' device; a plain copy when traced, where there
-    is no memory to pin): its key, the position ``j`` its padding test compares (``2**62`` for a
-    key with limit 0, so all padding) and ``j`` plus its key's slice start."""
+    one pinned non-blocking upload to ``lengths``' device): its key, the position ``j`` its
+    padding test compares (``2**62`` for a key with limit 0, so all padding) and ``j`` plus its
+    key's slice start."""
     c, widths = sum(maxl), torch.tensor(maxl)
     col_key = torch.repeat_interleave(torch.arange(len(maxl)), widths, output_size=c)
     col_j = torch.arange(c) - torch.repeat_interleave(
@@ -171,10 +171,7 @@ def _columns(
     col_start = torch.tensor([lo for lo, _ in bounds], dtype=torch.int64).index_select(0, col_key)
     live = torch.tensor(limits).index_select(0, col_key) > 0
     j_cmp = torch.where(live, col_j, 2**62)
-    host = torch.cat([col_key, j_cmp, col_j + col_start])
-    meta = (
-        host.to(lengths.device) if tracing(lengths) else upload(host, torch.int64, lengths.device)
-    )
+    meta = upload(torch.cat([col_key, j_cmp, col_j + col_start]), torch.int64, lengths.device)
     return meta[:c], meta[c : 2 * c], meta[2 * c :]
 
 
