@@ -34,7 +34,7 @@ def upload(
     """
     device = torch.device(device)
     if isinstance(values, torch.Tensor):
-        host = values.to(dtype)
+        host = values.to(dtype, copy=True)  # never the caller's tensor (a schema check sees it)
     else:
         host = torch.tensor(values, dtype=dtype)
     if device.type == "cpu":
