@@ -13,6 +13,7 @@ import platform
 import pytest
 import torch
 
+import fbgemm_npu
 from conformance.specs.fbgemm.jagged.elementwise import to_jagged_reference, walk
 from fbgemm_npu.native.fbgemm.jagged._utils import _positions, checked_dense_index
 from fbgemm_npu.testing.jagged_inputs import OFFSETS, VALUES, nested, to_npu
@@ -200,6 +201,7 @@ def test_rows_starting_near_2_to_31_keep_their_padding(
     expected = F.dense_to_jagged(dense, offsets, 10)[0]
     got = F.dense_to_jagged(dense.to(NPU), to_npu(offsets), 10)[0]
     torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0)
+    fbgemm_npu.check()  # no data check failed either (they may be deferred)
 
 
 def test_a_dense_length_past_the_cached_arange_builds_its_own() -> None:
@@ -212,3 +214,4 @@ def test_a_dense_length_past_the_cached_arange_builds_its_own() -> None:
     expected = F.jagged_to_padded_dense(values, offsets, [2**16 + 5], -1.0)
     got = F.jagged_to_padded_dense(values.to(NPU), to_npu(offsets), [2**16 + 5], -1.0)
     torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0)
+    fbgemm_npu.check()
