@@ -370,28 +370,6 @@ def test_int64_counts_that_wrap_are_refused() -> None:
         fbgemm_npu.check()
 
 
-@pytest.mark.parametrize("op", ["block_bucketize_sparse_features", "bucketize_sparse_features"])
-def test_my_size_too_large_to_allocate(op: str) -> None:
-    """new_lengths has lengths.numel() * my_size elements: past int64 a ValueError, past the
-    device's memory a RuntimeError, both naming my_size (the allocator's errors did not)."""
-    lengths, x = torch.tensor([0, 2, 1, 3, 2, 3, 3, 1], device=NPU), torch.arange(15, device=NPU)
-    blocks = torch.zeros(4, dtype=I64, device=NPU)  # b * my_size fits for any my_size
-    for my_size, exc, match in (
-        (2**62, ValueError, r"'my_size' = 4611686018427387904 is too large: new_lengths of"),
-        (
-            2**42,
-            RuntimeError,
-            r"'my_size' = 4398046511104: new_lengths of lengths.numel\(\) "
-            r"\* my_size = 8 \* 4398046511104 elements cannot be allocated",
-        ),
-    ):
-        with pytest.raises(exc, match=rf"^fbgemm::{op}: argument {match}"):
-            if op == "bucketize_sparse_features":
-                F.bucketize_sparse_features(lengths, x, False, my_size)
-            else:
-                F.block_bucketize_sparse_features(lengths, x, False, False, blocks, my_size)
-
-
 def test_validation_off_still_checks_metadata(no_validation: None) -> None:
     with pytest.raises(ValueError, match=r"'my_size' must be at least 1"):
         F.block_bucketize_sparse_features(**docs_example(my_size=0))
