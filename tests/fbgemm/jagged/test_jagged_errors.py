@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 
+import fbgemm_npu
 from fbgemm_npu.testing.counters import count
 from fbgemm_npu.testing.jagged_inputs import OFFSETS, VALUES, jagged, to_npu
 
@@ -226,6 +227,7 @@ _BAD_BACKWARDS = [
 def test_data_errors_name_op_and_argument(call: Callable[[], Any], op: str, arg: str) -> None:
     with pytest.raises(RuntimeError, match=rf"{op}: argument.* '{arg}'|{op}: arguments '{arg}'"):
         call_on_npu(call)
+        fbgemm_npu.check()  # a deferred data check is read here
 
 
 def test_device_mismatch_is_refused() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 
+import fbgemm_npu
 from fbgemm_npu.testing.jagged_inputs import OFFSETS, VALUES, to_npu
 
 F = torch.ops.fbgemm
@@ -83,6 +84,7 @@ def _i32(values: list[int]) -> torch.Tensor:
 def test_fuzz_found_data_errors(call: Callable[[], Any], op: str, arg: str) -> None:
     with pytest.raises(RuntimeError, match=rf"{op}: argument '{arg}'|{op}: arguments '{arg}'"):
         call_on_npu(call)
+        fbgemm_npu.check()  # a deferred data check is read here
 
 
 @pytest.mark.parametrize(
@@ -182,8 +184,10 @@ def test_fuzz_found_backward_overlapping_rows_and_deep_levels() -> None:
             *to_npu((torch.ones(8, 3), torch.ones(8, 2), torch.ones(9, 6))),
             torch.tensor([0, 3, 0, 8, 8], device=NPU),
         )
+        fbgemm_npu.check()
     deep = to_npu([torch.tensor([0, 0]), torch.tensor([2**31 - 1]), torch.tensor([0])])
     with pytest.raises(RuntimeError, match="jagged_dense_elementwise_mul_forward: argument"):
         F.jagged_dense_elementwise_mul_forward(
             torch.ones(2, 1, device=NPU), deep, torch.ones(1, 1, 1, 1, 1, device=NPU)
         )
+        fbgemm_npu.check()
