@@ -21,7 +21,11 @@ import pytest
 import torch
 from fbgemm_gpu import split_table_batched_embeddings_ops_training as upstream
 from fbgemm_gpu.split_embedding_configs import EmbOptimType as O
-from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation, PoolingMode
+from fbgemm_gpu.split_table_batched_embeddings_ops_common import (
+    BoundsCheckMode,
+    EmbeddingLocation,
+    PoolingMode,
+)
 from fbgemm_gpu.split_table_batched_embeddings_ops_training import ComputeDevice
 
 from fbgemm_npu.testing.tbe_inputs import MIXED, NPU, make_batches
@@ -273,3 +277,42 @@ def test_compiled_rowwise_adagrad_keeps_the_per_sample_weights_graph() -> None:
     psw = batch.per_sample_weights.to(NPU).requires_grad_()
     y = step(batch.indices.to(NPU), batch.offsets.to(NPU), per_sample_weights=psw)
     assert y.requires_grad
+
+
+@pytest.mark.parametrize("opt", [O.EXACT_SGD, O.EXACT_ROWWISE_ADAGRAD], ids=lambda o: o.name)
+def test_compiled_training_step_has_no_ai_cpu_launch(opt: O) -> None:
+    """The traced program (bags, features and the layout's table rows without searchsorted or
+    an integer sort; the eager de-duplication) launches nothing a 910B runs on its AI CPU: the
+    compiled forward and backward graphs run under the counters (aot_eager's graphs, each
+    wrapped by a counting compiler: a dispatch mode around the compiled module itself is
+    refused by dynamo)."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    from fbgemm_npu.testing import counters
+
+    seen: list[counters.Counter] = []
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+        def run(args: list[Any]) -> Any:
+            with counters.count() as c:
+                out = gm(*args)
+            seen.append(c)
+            return out
+
+        run._boxed_call = True  # type: ignore[attr-defined]
+        return run
+
+    torch._dynamo.reset()
+    backend = aot_autograd(fw_compiler=counting, bw_compiler=counting)
+    # bounds checks off: the counters take no higher-order op (the check's in-place op is
+    # auto-functionalized in the graph); the eager bounds check is test_tbe_routes.py's
+    tbe = upstream.SplitTableBatchedEmbeddingBagsCodegen(
+        _specs(), optimizer=opt, learning_rate=LR, device=torch.device(NPU),
+        bounds_check_mode=BoundsCheckMode.NONE,
+    )  # fmt: skip
+    step = torch.compile(tbe, fullgraph=True, backend=backend, dynamic=True)
+    for batch in make_batches(MIXED, 4, 2, seed=9):
+        out = step(batch.indices.to(NPU), batch.offsets.to(NPU))
+        out.backward(torch.ones_like(out))
+    assert len(seen) == 4 and all(c.launches > 0 for c in seen)  # 2 x (forward, backward)
+    assert [e.name for c in seen for e in c.events if e.ai_cpu] == []

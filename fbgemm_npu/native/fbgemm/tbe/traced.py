@@ -18,7 +18,12 @@ first ``D_t`` of them valid and the others masked to 0.  The math is the eager k
   bag offset set by the forward); ``k = 3 + s`` the row of optimizer state ``s`` (its first
   element, or its element for a rowwise state); the last ``k`` the row's width ``D_t``;
 * the bounds ``[0, E_t - 1]`` with ``E_t = (next table's start - start) // D_t``, the rows of the
-  feature's table as the eager plan counts them, from a sort of ``weights_offsets`` on the device.
+  feature's table as the eager plan counts them, from ``weights_offsets`` on the device (each
+  table's next start by a ``[T, T + 1]`` compare).
+
+The bag and feature of each index come from segment ids (an int32 ``index_add`` + ``cumsum``),
+as in the eager forward, and the backward is the eager one's (:func:`.backward.aggregate_rows`):
+a traced step launches nothing a 910B runs on its AI CPU.
 
 Rowwise optimizer means divide by each row's own D (:class:`.optimizers.StepArgs` ``width``).
 The learning rate stays a tensor (a graph input, so ``set_learning_rate`` reaches a compiled
@@ -36,6 +41,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from fbgemm_npu.native._checks import check_on_device, validation_enabled
+from fbgemm_npu.native._index import segment_ids
 from fbgemm_npu.native.fbgemm.tbe.forward import (
     POOLING_MEAN,
     POOLING_NONE,
@@ -93,9 +99,12 @@ def traced_layout(
     dims = d_off[1:] - d_off[:-1]
     w_off = weights_offsets.to(torch.int64)
     has = (dims > 0).to(torch.int64)
-    # a table ends where the next one starts (or the buffer ends), as the eager plan counts it
-    starts = torch.sort(torch.cat([w_off, w_off.new_full((1,), weights_numel)])).values
-    nxt = starts.index_select(0, at_most(torch.searchsorted(starts, w_off, right=True), T))
+    # a table ends where the next one starts (or the buffer ends), as the eager plan counts it:
+    # the least start past its own (the largest of all where none is), by a [T, T + 1] compare
+    # -- no integer sort or searchsorted, which a 910B runs on its AI CPU
+    cand = torch.cat([w_off, w_off.new_full((1,), weights_numel)])
+    later = cand[None, :] > w_off[:, None]
+    nxt = torch.where(later, cand[None, :], cand.amax()).amin(1)
     rows = torch.div(nxt - w_off, dims.clamp(min=1), rounding_mode="floor")
     if validation_enabled():
         check_on_device(
@@ -118,7 +127,7 @@ def traced_layout(
     dummy = torch.zeros((1, 2 * m + 2), dtype=torch.int64, device=tab.device)
     dummy[0, -2], dummy[0, -1] = I64.min, I64.max  # indices past offsets[-1]: never read
     cols = torch.arange(total_D, device=tab.device)
-    col_feature = torch.searchsorted(d_off[1:], cols, right=True)
+    col_feature = segment_ids(d_off, total_D).to(torch.int64)
     col_src = cols - d_off.index_select(0, col_feature)
     return TracedLayout(
         T=T,
@@ -187,16 +196,16 @@ def traced_forward(
     dev = indices.device
     total_bags = offsets.numel() - 1
     ar = torch.arange(L, device=dev, dtype=offsets.dtype)
-    use_i32 = offsets.dtype == torch.int32
-    bag = torch.searchsorted(offsets[1:], ar, right=True, out_int32=use_i32)
+    # the bag and feature of each index by segment ids, as the eager forward (searchsorted is
+    # a 910B's AI CPU)
+    bag = segment_ids(offsets, L)
     if vbe is None:
         B = total_bags // lay.T if lay.T > 0 else 0
         # no bags: every index lies past offsets[-1] (the dummy feature T), as bag // B says
         t = torch.div(bag, B, rounding_mode="floor") if B > 0 else torch.full_like(bag, lay.T)
     else:
         B = -1
-        b_off = vbe.B_offsets
-        t = torch.searchsorted(b_off[1:], bag.to(b_off.dtype), right=True, out_int32=use_i32)
+        t = segment_ids(vbe.B_offsets, total_bags + 1).index_select(0, bag)
     tab = lay.tab.index_select(0, t)  # [L, 2m + 2]
     m = lay.m
     safe, ends = _bounded_indices(op, indices, tab.T[-2], tab.T[-1], offsets, traced=True)
@@ -239,8 +248,7 @@ def traced_forward(
         pooled = pooled / (offsets[1:] - offsets[:-1]).clamp_(min=1)[:, None]
     if vbe is not None:
         assert row_starts is not None
-        k = torch.arange(total_bags, device=dev)
-        t_bag = torch.searchsorted(vbe.B_offsets[1:], k.to(vbe.B_offsets.dtype), right=True)
+        t_bag = segment_ids(vbe.B_offsets, total_bags)
         width = lay.dims.index_select(0, at_most(t_bag, lay.T - 1))
         cols = torch.arange(lay.max_D, device=dev)
         elem = torch.where(
