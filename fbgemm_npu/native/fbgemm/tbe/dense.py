@@ -4,10 +4,12 @@ DenseTableBatchedEmbeddingBagsCodegen keeps all tables in one flat ``nn.Paramete
 with a standard torch optimizer, so this lookup's backward returns the dense gradient of that
 parameter (the size of the tables, as upstream's does) instead of updating rows in place:
 ``grad[row of index i] += s_i * grad_output[bag of i, columns of its feature]``, accumulated with
-``index_put_(accumulate=True)``.  The forward is :func:`.forward.tbe_forward`.
+an ``index_add`` at dim 0 (AI Core for every float dtype; ``index_put_(accumulate=True)`` would
+cast half-precision gradients whole to fp32 and back on a 910B).  The forward is
+:func:`.forward.tbe_forward`.
 
 Launches of the backward per table class: zeros (once), the gradient rows, the per-index scale (with
-per-sample weights or MEAN), the member mask and the ``index_put_``.  Launches and syncs:
+per-sample weights or MEAN), the member mask and the ``index_add``.  Launches and syncs:
 ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 import torch
 
 from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, class_view, get_plan, tracing
-from fbgemm_npu.native.fbgemm.tbe.backward import grad_rows_unsorted, index_scale
+from fbgemm_npu.native.fbgemm.tbe.backward import accumulate_rows, grad_rows_unsorted, index_scale
 from fbgemm_npu.native.fbgemm.tbe.call import check_lookup_inputs, named_args
 from fbgemm_npu.native.fbgemm.tbe.forward import ForwardState, VbeArgs, output_dtype_of, tbe_forward
 from fbgemm_npu.native.fbgemm.tbe.traced_backward import TracedDenseLookup, dense_forward
@@ -78,9 +80,9 @@ class DenseLookupFunction(torch.autograd.Function):
                 if scale is not None:
                     rows = rows * scale[:, None]
                 rows = torch.where(member, rows, 0).to(grad_w.dtype)
-                class_view(grad_w, cls.D, cls.w_residue).index_put_(
-                    (mat[0],), rows, accumulate=True
-                )
+                # index_add at dim 0, not index_put_(accumulate=True): a 910B casts a half
+                # self whole to fp32 and back for the latter
+                accumulate_rows(class_view(grad_w, cls.D, cls.w_residue), mat[0], rows)
         if grad_w is not None:
             grad_w = grad_w.view_as(weights)
         return grad_w, grad_iw, None
