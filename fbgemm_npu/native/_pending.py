@@ -29,6 +29,7 @@ remembers which checks it holds (the error then lists them).
 
 from __future__ import annotations
 
+import linecache
 import os
 import struct
 import threading
@@ -222,11 +223,14 @@ def check(*scalars: torch.Tensor) -> list[float | int | bool]:
 
 def raise_queued_cause(exc: BaseException) -> None:
     """``exc`` escaped an fbgemm_npu kernel: if a queued check has failed, raise it instead
-    (``from exc``), since bad data an earlier check saw is the likely cause.  A sync, on the
-    error path only; the queue is read either way."""
+    (``from exc``), since bad data an earlier check saw is the likely cause.  An error raised by
+    fbgemm_npu's own code (an argument check, before any launch) is the call's own answer and
+    passes unchanged.  A sync, on the error path only; the queue is read then."""
     with _LOCK:
         if not _QUEUE:
             return
+    if _raised_by_us(exc):
+        return
     try:
         check()
     except RuntimeError as queued:
@@ -240,6 +244,27 @@ def _as_int64(t: torch.Tensor) -> torch.Tensor:
     if t.is_floating_point():
         return t.to(torch.float64).view(torch.int64)
     return t.to(torch.int64)
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OUR_PREFIXES = ("fbgemm::", "mxrec::", "fbgemm_npu")
+
+
+def _raised_by_us(exc: BaseException) -> bool:
+    """Whether ``exc`` is fbgemm_npu's own answer rather than an ATen op failing: its message
+    starts with an op's qualified name (docs/design.md rule 9: ``"fbgemm::<op>: ..."``), or the
+    innermost frame of its traceback is a ``raise`` in fbgemm_npu's code.  (An ATen op called
+    from a kernel also has a kernel line as its innermost Python frame, but not a ``raise``.)"""
+    if str(exc).startswith(_OUR_PREFIXES):
+        return True
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    path = os.path.abspath(tb.tb_frame.f_code.co_filename)
+    line = linecache.getline(path, tb.tb_lineno).strip()
+    return path.startswith(_PACKAGE + os.sep) and line.startswith("raise")
 
 
 def _python(t: torch.Tensor, v: int) -> float | int | bool:

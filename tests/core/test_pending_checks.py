@@ -161,3 +161,28 @@ def test_an_unknown_mode_is_an_error_naming_the_variable(mode) -> None:
     mode("lazy")
     with pytest.raises(ValueError, match="FBGEMM_NPU_VALIDATE='lazy'"):
         check_on_device("fbgemm::op", torch.tensor(True, device="npu"), "argument 'x'")
+
+
+def test_an_argument_error_of_ours_is_not_replaced_by_a_queued_failure(mode) -> None:
+    mode("deferred")
+    F = torch.ops.fbgemm
+    F.invert_permute(torch.tensor([0, 0, 1], device="npu"))  # bad data: its check is queued
+    with pytest.raises(ValueError, match=r"invert_permute: argument 'permute' must have dtype"):
+        F.invert_permute(torch.tensor([1.0, 0.0], device="npu"))
+    with pytest.raises(RuntimeError, match=r"invert_permute: argument 'permute' must be a perm"):
+        fbgemm_npu.check()
+
+
+def test_an_aten_failure_inside_a_kernel_raises_the_queued_cause(mode) -> None:
+    mode("deferred")
+    check_on_device("fbgemm::earlier", torch.tensor(False, device="npu"), "argument 'x' bad")
+    # a kernel whose gather fails on the bad data the queued check saw (a probe kernel)
+    lib = torch.library.Library("fbgemm_npu_pending_probe", "DEF")
+    lib.define("gather(Tensor x, Tensor i) -> Tensor")
+    from fbgemm_npu._registry import _below_autograd
+
+    lib.impl("gather", _below_autograd(lambda x, i: x.index_select(0, i)), "PrivateUse1")
+    x, i = torch.ones(3, device="npu"), torch.tensor([7], device="npu")
+    with pytest.raises(RuntimeError, match=r"^fbgemm::earlier: argument 'x' bad$") as info:
+        torch.ops.fbgemm_npu_pending_probe.gather(x, i)
+    assert isinstance(info.value.fbgemm_npu_kernel_error, IndexError)
