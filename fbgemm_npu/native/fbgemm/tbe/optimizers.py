@@ -96,8 +96,9 @@ def sgd(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor
 def sgd_delta(
     g: Tensor, states: list[Tensor], keep: Tensor, a: StepArgs
 ) -> tuple[Tensor, list[Tensor]]:
-    """SGD as an update: ``dw = -lr * g`` on kept slots."""
-    return g * (keep * -float(a.lr))[:, None], []
+    """SGD as an update: ``dw = -lr * g`` on kept slots (one ``addcmul`` into a cached 0-D
+    zero)."""
+    return torch.addcmul(constants(g)[0], g, keep[:, None], value=-float(a.lr)), []
 
 
 def adagrad(g: Tensor, w: Tensor, states: list[Tensor], a: StepArgs) -> tuple[Tensor, list[Tensor]]:
@@ -178,11 +179,17 @@ def rowwise_adagrad_delta(
 ) -> tuple[Tensor, list[Tensor]]:
     """Rowwise AdaGrad without weight decay or max_norm as an update: ``dm = ||g||^2 / D``,
     ``dw = -lr * g / (sqrt(m + dm) + eps)``, both 0 where ``keep`` is 0.  Reads no weights and
-    passes over ``[L, D]`` only for the norm and ``dw``."""
+    passes over ``[L, D]`` only for the norm and ``dw``.  Launches: the norm, ``dm`` (a
+    multiply and an ``addcmul`` into a cached 0-D zero), the denominator (add, sqrt, add),
+    ``keep / denominator``, ``dw`` (one ``addcmul``): 8."""
+    zero = constants(g)[0]
     s = torch.linalg.vector_norm(g, dim=1)
-    dm = (s * s).mul_(a.row_mean(keep, g))
-    inv = (states[0] + dm).sqrt_().add_(a.get("eps")).reciprocal_()
-    return g * inv.mul_(keep * -float(a.lr))[:, None], [dm]
+    if a.width is None:
+        dm = torch.addcmul(zero, s, s * keep, value=1.0 / max(g.size(1), 1))
+    else:  # rows padded to max_D (traced): each row's own D
+        dm = (s * s).mul_(a.row_mean(keep, g))
+    f = torch.div(keep, (states[0] + dm).sqrt_().add_(a.get("eps")))
+    return torch.addcmul(zero, g, f[:, None], value=-float(a.lr)), [dm]
 
 
 def _rowwise_adagrad_delta_ok(a: StepArgs) -> bool:
