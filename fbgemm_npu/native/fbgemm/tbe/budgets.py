@@ -178,17 +178,19 @@ BUDGETS: dict[str, Budget] = {
     # Main path WARNING (upstream modules' default), nothing on a 910B's AI CPU for int32 or
     # int64 inputs: the repaired offsets (6: a running max by three windowed amax passes over a
     # zero-prefixed buffer, not cummax; the clamp and the last offset written into it), each
-    # index's table size (5: segment_ids over the features' first offsets -- a strided view;
-    # VBE gathers them by B_offsets after a clamp, 2 more -- and a gather), the index check
-    # (6), the repairs (2: a where into the indices, not an int64 masked_fill_; the offsets'
-    # copy), the count (5).  FATAL repairs nothing: its offsets are good iff non-decreasing from
-    # >= 0 to N (no running max), and it raises through one device-side assert -- the mode's
-    # contract, kept when FBGEMM_NPU_VALIDATE=0; NONE and the V2 mode values do nothing here
-    # (upstream's Python handles V2).
+    # index's table size (4: segment_ids over the features' first offsets -- a strided view,
+    # each index then below the repaired last offset N -- and a gather; VBE gathers the first
+    # offsets by B_offsets after a clamp and clamps the features: 3 more), the index check (5,
+    # into one flag buffer with the offsets' flags: no cat), the repairs (2: a where into the
+    # indices, not an int64 masked_fill_; the offsets' copy), the count (4).  FATAL repairs
+    # nothing: its offsets are good iff non-decreasing from >= 0 to N (no running max), and it
+    # raises through one device-side assert -- the mode's contract, kept when
+    # FBGEMM_NPU_VALIDATE=0; NONE and the V2 mode values do nothing here (upstream's Python
+    # handles V2).
     "fbgemm::bounds_check_indices": Budget(
-        launches=23,
+        launches=21,
         ai_cpu=0,
-        paths={"ignore": 18, "fatal": 18, "none": 0, "vbe": 25, "vbe_ignore": 20, "vbe_fatal": 20},
+        paths={"ignore": 17, "fatal": 15, "none": 0, "vbe": 24, "vbe_ignore": 20, "vbe_fatal": 17},
     ),
     # Host arithmetic on B and T.
     "fbgemm::get_infos_metadata": Budget(launches=0, ai_cpu=0),

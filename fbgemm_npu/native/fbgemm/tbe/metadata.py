@@ -71,8 +71,9 @@ def bounds_check_indices_npu(
 
     Launches (WARNING): the repaired offsets (:func:`_repaired_offsets`: a running max without
     ``cummax``, 6), each index's table size (:func:`segment_ids` over the features' first offsets,
-    a gather; VBE gathers those offsets by ``B_offsets`` first), the index check, the repairs
-    (a ``where`` into ``indices``, the offsets' copy) and the count; FATAL repairs nothing, so it
+    a gather; VBE gathers those offsets by ``B_offsets`` first), the index check (written into
+    one flag buffer with the offsets' flags: no ``cat``), the repairs (a ``where`` into
+    ``indices``, the offsets' copy) and the count; FATAL repairs nothing, so it
     needs no running max: the offsets are good iff non-decreasing from ``>= 0`` to ``N``, and it
     raises through the device-side assert.  Nothing a 910B runs on its AI CPU (no ``cummax``,
     ``searchsorted`` or int64 ``masked_fill_``), for int32 and int64 inputs alike.  Launches and
@@ -128,15 +129,21 @@ def bounds_check_indices_npu(
                 )
     o = offsets if write_offsets else offsets.to(indices.dtype)
     n = o.numel()
+    # every flag in one bool buffer, the offsets' first, the indices' after: no cat
+    flags = torch.empty(n + N + (mode == FATAL), dtype=torch.bool, device=o.device)
     if mode == FATAL:
         # No repair: the offsets are good iff non-decreasing from >= 0 to N -- then they equal
         # their repair, and the bag of each index comes from them (no running max needed)
         fixed = o
-        offsets_ok = torch.cat([torch.ge(o[1:], o[:-1]), torch.ge(o[:1], 0), torch.eq(o[-1:], N)])
+        torch.ge(o[1:], o[:-1], out=flags[: n - 1])
+        torch.ge(o[:1], 0, out=flags[n - 1 : n])
+        torch.eq(o[-1:], N, out=flags[n : n + 1])
+        idx_flags = flags[n + 1 :]
     else:
         # Repaired offsets, upstream's bag-by-bag repair: the last one set to N, then a running
         # max of the clamped values (without cummax: the AI CPU)
         fixed = _repaired_offsets(o, N)
+        idx_flags = flags[n:]
     # The feature of every index: segment_ids of the features' first offsets (the bag of each
     # index without searchsorted, which a 910B runs on its AI CPU, int32), and its table's size
     if vbe:
@@ -144,29 +151,38 @@ def bounds_check_indices_npu(
     else:
         first = fixed[:: max(B, 1)]  # offsets of bags 0, B, 2B, ...: a view
     t = segment_ids(first, N)
-    n_rows = rows_per_table.index_select(0, t.clamp_(max=T - 1))
+    if vbe or mode == FATAL:
+        # past the last feature only through a bad B_offsets or FATAL's unrepaired last offset
+        # (a repaired one is N, which no index reaches)
+        t = t.clamp_(max=T - 1)
+    n_rows = rows_per_table.index_select(0, t)
     # -1 marks a pruned row; indices before offsets[0] are in no bag
     ar = arange_cached(N, o.device, o.dtype)
-    idx_bad = ((indices < -1) | (indices >= n_rows)) & (ar >= fixed[:1])
     if mode == FATAL:
+        good = (indices >= -1) & (indices < n_rows)
+        torch.bitwise_or(good, ar < fixed[:1], out=idx_flags)
         assert_on_device(
             op,
-            torch.cat([offsets_ok, ~idx_bad]).all(),
+            flags.all(),
             "argument 'indices' / 'offsets' out of bounds: every index must lie in "
             "[0, rows_per_table[t]) (or be -1), offsets must be non-decreasing within [0, "
             "indices.numel()] and end at indices.numel()",
         )
         return
+    bad = (indices < -1) | (indices >= n_rows)
+    idx_bad = torch.bitwise_and(bad, ar >= fixed[:1], out=idx_flags)
     # where, not an int64 masked_fill_ (AI CPU); written into the caller's tensor
     zero = arange_cached(1, indices.device, indices.dtype)  # a cached [0]: no fill launch
     torch.where(idx_bad, zero, indices, out=indices)
     if mode == WARNING:
-        # The repairs: a wrong last offset (diff[-1]) and each bag whose start or end moved --
-        # bag k's start is bag k - 1's end, so bag k >= 1 is counted by its end, bag 0 by
-        # either (once) -- and each bad index.
-        diff = o != fixed
-        moved = [diff] if n < 3 else [torch.logical_or(diff[:1], diff[1:2]), diff[2:]]
-        warning.copy_(torch.cat([*moved, idx_bad]).sum().reshape(warning.shape))
+        # The repairs: a wrong last offset (the last flag) and each bag whose start or end
+        # moved -- bag k's start is bag k - 1's end, so bag k >= 1 is counted by its end, bag 0
+        # by either, once: its start's flag keeps only a start that moved alone -- and each
+        # bad index.
+        torch.ne(o, fixed, out=flags[:n])
+        if n >= 3:
+            torch.gt(flags[:1], flags[1:2], out=flags[:1])
+        warning.copy_(flags.sum().reshape(warning.shape))
     if write_offsets:
         offsets.copy_(fixed)
 
