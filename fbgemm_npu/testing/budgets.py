@@ -51,7 +51,7 @@ def assert_op_budget(
     drain_checks()  # deferred checks of earlier calls: their chunking is not this call's cost
     launches = entry.launch_limit(validation_enabled(), units, path)
     syncs = entry.sync_limit(sized)
-    c = assert_budget(fn, launches=launches, syncs=syncs)
+    c = assert_budget(fn, launches=launches, syncs=syncs, stalls_are_syncs=True)
     _report(qualname, path, c)
     ai_cpu = entry.ai_cpu_limit(path)
     if ai_cpu is not None and c.ai_cpu > ai_cpu:
@@ -60,10 +60,11 @@ def assert_op_budget(
             f"its AI CPU, the budget allows {ai_cpu}: "
             f"{', '.join(n for r in c.calls[:1] for n in r.ai_cpu) or '-'}\n{c.summary()}"
         )
-    if exact and (c.launches, c.syncs) != (launches, syncs):
+    if exact and (c.launches, c.syncs + c.stalls) != (launches, syncs):
         raise AssertionError(
             f"{qualname}{'' if path is None else f' [{path}]'}: measured {c.launches} launches and "
-            f"{c.syncs} syncs, the budget says exactly {launches} and {syncs}: update budgets.py "
+            f"{c.syncs} syncs + {c.stalls} stalls, the budget says exactly {launches} and {syncs}: "
+            "update budgets.py "
             f"(never loosen it silently)\n{c.summary()}"
         )
     return c

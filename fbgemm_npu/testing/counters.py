@@ -372,24 +372,29 @@ def assert_budget(
     syncs: int,
     unsupported: int | None = None,
     device_type: str = "privateuseone",
+    stalls_are_syncs: bool = False,
 ) -> Counter:
     """Run ``fn`` under :func:`count` and fail, listing every op, if it goes over its budget.
 
-    ``unsupported=None`` does not check flagged ops; ``unsupported=0`` forbids them.  The counter is
-    returned with ``fn``'s return value in ``counter.result``.
+    ``unsupported=None`` does not check flagged ops; ``unsupported=0`` forbids them.
+    ``stalls_are_syncs``: a 910B's host stalls count against ``syncs`` (the op budgets' rule).
+    The counter is returned with ``fn``'s return value in ``counter.result``.
     """
     with count(device_type) as c:
         c.result = fn()
-    over = c.launches > launches or c.syncs > syncs
+    waits = c.syncs + (c.stalls if stalls_are_syncs else 0)
+    over = c.launches > launches or waits > syncs
     if unsupported is not None and len(c.unsupported) > unsupported:
         over = True
     if over:
         raise AssertionError(
             f"over budget on {c.device_type}: {c.launches} launches (budget {launches}), "
-            f"{c.syncs} syncs (budget {syncs}), {len(c.unsupported)} unsupported"
+            f"{c.syncs} syncs + {c.stalls} stalls (budget {syncs}), "
+            f"{len(c.unsupported)} unsupported"
             f"{'' if unsupported is None else f' (budget {unsupported})'}\n"
             f"launches: {', '.join(c.launch_ops) or '-'}\n"
             f"syncs: {', '.join(c.sync_ops) or '-'}\n"
+            f"stalls: {', '.join(f'{e.name} ({e.stall})' for e in c.events if e.stall) or '-'}\n"
             f"unsupported: {', '.join(c.unsupported) or '-'}\n{c.summary()}"
         )
     return c

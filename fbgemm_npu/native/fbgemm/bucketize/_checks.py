@@ -3,7 +3,8 @@ trusts and we refuse).
 
 Metadata checks (types, devices, dtypes, sizes) read no data.  The data checks of one call (the
 lengths non-negative and summing to ``indices.numel()``, plus the op's own conditions) are folded
-into one ``torch._assert_async`` by :func:`validate`; ``FBGEMM_NPU_VALIDATE=0`` drops them.
+into one queued data check by :func:`validate` (``native/_pending.py``);
+``FBGEMM_NPU_VALIDATE=0`` drops them.
 """
 
 from __future__ import annotations
@@ -117,8 +118,8 @@ def validate(
 ) -> None:
     """One device-side check: ``lengths`` non-negative summing to ``num_indices``, plus
     ``extra`` (bool tensors of any shape, description) conditions, all joined by one ``cat``
-    and one ``all``.  Launches: ``clamp``, ``eq``, ``sum``, ``eq``, ``cat``, ``all`` and
-    ``_assert_async``, plus the extra conditions' own; none when ``FBGEMM_NPU_VALIDATE=0``."""
+    and one ``all``.  Launches: ``clamp``, ``eq``, ``sum``, ``eq``, ``cat``, ``all`` (then
+    queued), plus the extra conditions' own; none when ``FBGEMM_NPU_VALIDATE=0``."""
     if not validation_enabled():
         return
     conds = counts_sum_to(lengths, num_indices)

@@ -45,20 +45,20 @@ _POS_EVERY = "block_bucketize_pos + every option"
 _BOTH = "total_num_blocks + block_bucketize_pos"
 _BOTH_EVERY = "total_num_blocks + block_bucketize_pos + every option"
 
-# The data check: its conditions joined by one cat and one all, then one _assert_async.  Main
-# path 9: lengths in [0, L] (exact sums of int64 lengths) summing to L, block sizes in
+# The data check: its conditions joined by one cat and one all, then queued (deferred).  Main
+# path 8: lengths in [0, L] (exact sums of int64 lengths) summing to L, block sizes in
 # [0, max // my_size].  VBE sizes add 4 (the same pair of conditions); total_num_blocks 5 more
 # (positive multiples of my_size, b * G inside the index dtype); variable blocks check their
 # boundaries sorted (one comparison) instead of the block bound, plus 3 with total_num_blocks.
 _BLOCK_CHECKS = {
-    "batch_size_per_feature": 13,
-    "total_num_blocks": 14,
-    "block_bucketize_pos": 8,
-    _BOTH: 11,
-    _UNIFORM_EVERY: 13,
-    _TOTAL_EVERY: 18,
-    _POS_EVERY: 12,
-    _BOTH_EVERY: 15,
+    "batch_size_per_feature": 12,
+    "total_num_blocks": 13,
+    "block_bucketize_pos": 7,
+    _BOTH: 10,
+    _UNIFORM_EVERY: 12,
+    _TOTAL_EVERY: 17,
+    _POS_EVERY: 11,
+    _BOTH_EVERY: 14,
 }
 _TRAINING_PATHS = {
     "weights": 20,
@@ -80,7 +80,7 @@ _TRAINING_PATHS = {
 BUDGETS: dict[str, Budget] = {
     "fbgemm::block_bucketize_sparse_features": Budget(
         19,
-        checks=9,
+        checks=8,
         ai_cpu=0,
         paths=_TRAINING_PATHS,
         path_checks=_BLOCK_CHECKS,
@@ -90,7 +90,7 @@ BUDGETS: dict[str, Budget] = {
     # variable blocks make it int64 and the indices are int32.
     "fbgemm::block_bucketize_sparse_features_inference": Budget(
         19,
-        checks=9,
+        checks=8,
         ai_cpu=0,
         paths={**_TRAINING_PATHS, _POS_EVERY: 54, _BOTH_EVERY: 68},
         path_checks=_BLOCK_CHECKS,
@@ -99,7 +99,7 @@ BUDGETS: dict[str, Budget] = {
     # Weights are always given (one index_select of their rows): the training op's weights path.
     "fbgemm::block_bucketize_sparse_features_2d_weights": Budget(
         20,
-        checks=9,
+        checks=8,
         ai_cpu=0,
         paths={
             "batch_size_per_feature": 22,
@@ -124,7 +124,7 @@ BUDGETS: dict[str, Budget] = {
     # check: lengths in [0, L] summing to L.  AI CPU 0 (int64 only past 2**31 indices).
     "fbgemm::bucketize_sparse_features": Budget(
         13,
-        checks=7,
+        checks=6,
         ai_cpu=0,
         paths={
             "weights": 14,

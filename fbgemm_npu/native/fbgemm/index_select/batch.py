@@ -20,7 +20,7 @@ kernel's vector loads): ours does not.  Empty lists with empty tensors give an e
 
 Launches: the gather index (a row index for one row width, cheaper permuted; an element index for
 mixed widths, either layout) and one gather; the backward ``zeros`` and ``index_add_``.  The index
-check (every index inside its table) adds its reductions and one ``_assert_async`` round
+check (every index inside its table) adds its reductions, then is queued
 (``FBGEMM_NPU_VALIDATE=0`` drops it).  Launches and syncs: ``BUDGETS`` in ``budgets.py``
 (docs/ops.md).
 """

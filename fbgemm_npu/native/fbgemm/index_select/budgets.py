@@ -26,7 +26,7 @@ BUDGETS: dict[str, Budget] = {
     # checked the data)
     "fbgemm::jagged_index_select": Budget(
         launches=11,
-        checks=11,
+        checks=10,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
@@ -44,7 +44,7 @@ BUDGETS: dict[str, Budget] = {
     # lengths' difference and the clamp are the checks' own now (no repeat_interleave needs them)
     "fbgemm::jagged_index_select_2d_forward_v2": Budget(
         launches=9,
-        checks=11,
+        checks=10,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
@@ -55,7 +55,7 @@ BUDGETS: dict[str, Budget] = {
     # values add with an int64 index_add_, which has no AI-Core kernel on a 910B
     "fbgemm::jagged_index_add_2d_forward_v2": Budget(
         launches=10,
-        checks=11,
+        checks=10,
         ai_cpu=0,
         paths={"int64_values": 10},
         path_ai_cpu={"int64_values": 1},
@@ -76,7 +76,7 @@ BUDGETS: dict[str, Budget] = {
     # selected segments 1, a cumsum, a gather, a difference, four for the row index)
     "fbgemm::keyed_jagged_index_select_dim1": Budget(
         launches=11,
-        checks=15,
+        checks=14,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
@@ -102,7 +102,7 @@ BUDGETS: dict[str, Budget] = {
     # zeros + index_add_, nothing to check
     "fbgemm::batch_index_select_dim0": Budget(
         launches=11,
-        checks=9,
+        checks=8,
         ai_cpu=0,
         paths={"permuted": 4, "one_width": 5, "one_width_permuted": 3, "backward": 2},
         path_checks={"backward": 0},
@@ -116,11 +116,11 @@ BUDGETS: dict[str, Budget] = {
     # the ceiling of calls with copies or several dtypes.
     "fbgemm::group_index_select_dim0": Budget(
         launches=14,
-        checks=9,
+        checks=8,
         ai_cpu=0,
         per="distinct dtype",
         paths={"one_width": 8, "one_member": 1, "two_dtypes": 14, "transposed_members": 18},
-        path_checks={"one_member": 7, "two_dtypes": 12},
+        path_checks={"one_member": 6, "two_dtypes": 11},
         target=12,
         note=(
             "members of mixed row widths are concatenated before one gather reads them all, and "
@@ -135,7 +135,7 @@ BUDGETS: dict[str, Budget] = {
     # 9, were 8), the
     # starts' gather, a sub from a cached arange (was 6 with 2 AI-CPU launches: an int64 pad and
     # a repeat_interleave)
-    "fbgemm::offsets_range": Budget(launches=4, checks=9, ai_cpu=0),
+    "fbgemm::offsets_range": Budget(launches=4, checks=8, ai_cpu=0),
     # the ends' int32 cumsum, the lengths' cast to int32, an index_add of them at the ends and
     # its cumsum (the starts), a sub from a cached arange: 5 (was 6 with 3 AI-CPU launches: an
     # int64 cumsum and pad, a repeat_interleave); int32 t_in: 4 (no cast).  No shape: an int64
@@ -146,7 +146,7 @@ BUDGETS: dict[str, Budget] = {
     # clamp of the ends
     "fbgemm::lengths_range": Budget(
         launches=5,
-        checks=9,
+        checks=8,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
@@ -155,7 +155,7 @@ BUDGETS: dict[str, Budget] = {
     ),
     "fbgemm::lengths_range_out": Budget(
         launches=5,
-        checks=9,
+        checks=8,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
@@ -171,7 +171,7 @@ BUDGETS: dict[str, Budget] = {
     # Checks 9, were 8: the clamp of the boundaries before the int32 index_add
     "fbgemm::segment_sum_csr": Budget(
         launches=6,
-        checks=9,
+        checks=8,
         ai_cpu=0,
         paths={"no_cast": 6, "no_segments": 1, "int64_values": 6},
         path_checks={"no_segments": 0},
@@ -191,7 +191,7 @@ BUDGETS: dict[str, Budget] = {
     # two count_le points, the reverse index, the group boundaries and sizes: 5)
     "fbgemm::jagged_unique_indices": Budget(
         launches=28,
-        checks=20,
+        checks=19,
         syncs=1,
         ai_cpu=1,
         paths={"strided_offsets": 28},

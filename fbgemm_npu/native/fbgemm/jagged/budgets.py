@@ -25,19 +25,19 @@ from __future__ import annotations
 
 from fbgemm_npu.native.family import Budget
 
-# The data check of 2 and 3 jagged dims of a gather (7 for one) and of a scatter (6 for one).
-_READ_DIMS = {"two_dims": 11, "three_dims": 15}
-_WRITE_DIMS = {"two_dims": 10, "three_dims": 14}
+# The data check of 2 and 3 jagged dims of a gather (6 for one) and of a scatter (5 for one).
+_READ_DIMS = {"two_dims": 10, "three_dims": 14}
+_WRITE_DIMS = {"two_dims": 9, "three_dims": 13}
 # A gather's int64 values (``int64_values`` paths): their padding fill is a where, whose scalar
 # costs a launch of its own (int64 masked_fill_ runs on a 910B's AI CPU); the checks the same.
-_READ_DIMS_INT64 = {"two_dims_int64_values": 11, "three_dims_int64_values": 15}
+_READ_DIMS_INT64 = {"two_dims_int64_values": 10, "three_dims_int64_values": 14}
 
 # Jagged -> dense: the dense index (add of a cached arange and compare for the first dim; a
 # further dim adds a clamp, a gather of the (begin, end) pairs, add, compare and or), the rows
 # clamped into the values, one gather and the fill of its padding positions.
 _TO_DENSE = Budget(
     launches=5,
-    checks=7,
+    checks=6,
     ai_cpu=0,
     paths={
         "two_dims": 10,
@@ -55,7 +55,7 @@ _TO_DENSE = Budget(
 # view flattens to [rows, D] (transposed) is copied once.
 _TO_JAGGED = Budget(
     launches=6,
-    checks=6,
+    checks=5,
     syncs=0,
     syncs_unsized=1,
     ai_cpu=0,
@@ -68,13 +68,13 @@ _TO_JAGGED = Budget(
         "two_dims_no_total_L": 12,
         "three_dims_no_total_L": 17,
     },
-    path_checks={**_WRITE_DIMS, "two_dims_no_total_L": 10, "three_dims_no_total_L": 14},
+    path_checks={**_WRITE_DIMS, "two_dims_no_total_L": 9, "three_dims_no_total_L": 13},
 )
 
 # to_jagged of y (a strided y is copied, as above) and the product or sum with x_values.
 _JAGGED_OUTPUT = Budget(
     launches=7,
-    checks=6,
+    checks=5,
     ai_cpu=0,
     paths={"strided_y": 8, "two_dims": 12, "three_dims": 17},
     path_checks=_WRITE_DIMS,
@@ -82,7 +82,7 @@ _JAGGED_OUTPUT = Budget(
 # The same, plus the copy of each offsets tensor returned (one per jagged dim).
 _JAGGED_OUTPUT_OFFSETS = Budget(
     launches=8,
-    checks=6,
+    checks=5,
     ai_cpu=0,
     paths={"strided_y": 9, "two_dims": 14, "three_dims": 20},
     path_checks=_WRITE_DIMS,
@@ -94,7 +94,7 @@ _JAGGED_OUTPUT_OFFSETS = Budget(
 # two adds; "two_dtypes_strided_y": y_0 and y_1 both strided, each copied once.
 _DENSE_DENSE = Budget(
     launches=9,
-    checks=6,
+    checks=5,
     ai_cpu=0,
     paths={
         "two_dims": 14,
@@ -106,16 +106,16 @@ _DENSE_DENSE = Budget(
     },
     path_checks={
         **_WRITE_DIMS,
-        "two_dtypes": 12,
-        "two_dtypes_strided_y": 12,
-        "two_dims_two_dtypes": 20,
-        "three_dims_two_dtypes": 28,
+        "two_dtypes": 10,
+        "two_dtypes_strided_y": 10,
+        "two_dims_two_dtypes": 18,
+        "three_dims_two_dtypes": 26,
     },
 )
 # The same, plus the copy of each offsets tensor returned (one per jagged dim).
 _DENSE_DENSE_OFFSETS = Budget(
     launches=10,
-    checks=6,
+    checks=5,
     ai_cpu=0,
     paths={
         "two_dims": 16,
@@ -136,10 +136,10 @@ _DENSE_DENSE_OFFSETS = Budget(
 # int64 values one launch more (the padding fill's scalar, as in _TO_DENSE).
 _STACKED = Budget(
     launches=11,
-    checks=8,
+    checks=7,
     ai_cpu=0,
     paths={"int32_lengths": 11, "int64_values": 12},
-    path_checks={"int32_lengths": 7},
+    path_checks={"int32_lengths": 6},
     target=8,
     note=(
         "the per-key constants (host lists) cost an upload and a gather, the row ends a cat "
@@ -153,12 +153,12 @@ BUDGETS: dict[str, Budget] = {
     # upstream's composite: its forward op, run by our autograd kernel (no launch of its own)
     "fbgemm::jagged_to_padded_dense": _TO_DENSE,
     "fbgemm::jagged_to_padded_dense_forward": _TO_DENSE,
-    "fbgemm::jagged_1d_to_dense": Budget(launches=5, checks=7, ai_cpu=0, paths={"int64_values": 6}),
-    "fbgemm::jagged_2d_to_dense": Budget(launches=5, checks=7, ai_cpu=0, paths={"int64_values": 6}),
+    "fbgemm::jagged_1d_to_dense": Budget(launches=5, checks=6, ai_cpu=0, paths={"int64_values": 6}),
+    "fbgemm::jagged_2d_to_dense": Budget(launches=5, checks=6, ai_cpu=0, paths={"int64_values": 6}),
     # to_jagged of the gradient, total_L always given
     "fbgemm::jagged_to_padded_dense_backward": Budget(
         launches=6,
-        checks=6,
+        checks=5,
         ai_cpu=0,
         paths={"strided_grad_output": 7, "two_dims": 11, "three_dims": 16},
         path_checks=_WRITE_DIMS,
@@ -168,7 +168,7 @@ BUDGETS: dict[str, Budget] = {
     # to_dense of x at y's lengths, then one add (a strided or broadcast y costs nothing more)
     "fbgemm::jagged_dense_elementwise_add": Budget(
         launches=6,
-        checks=7,
+        checks=6,
         ai_cpu=0,
         paths={
             "two_dims": 11,
@@ -187,7 +187,7 @@ BUDGETS: dict[str, Budget] = {
     # copied once to flatten it and once more to give y's gradient y's strides (upstream's Meta)
     "fbgemm::jagged_dense_elementwise_mul_backward": Budget(
         launches=10,
-        checks=6,
+        checks=5,
         ai_cpu=0,
         paths={"strided_y": 12, "two_dims": 15, "three_dims": 20},
         path_checks=_WRITE_DIMS,
@@ -196,11 +196,11 @@ BUDGETS: dict[str, Budget] = {
     "fbgemm::jagged_dense_dense_elementwise_add_jagged_output_forward": _DENSE_DENSE,
     # the [B, L] index (add, ge, clamp), the row gather, the broadcast product, its padding fill,
     # the sum (checks: the offsets' int32 range and order, and the rows read)
-    "fbgemm::batched_dense_vec_jagged_2d_mul": Budget(launches=7, checks=8, ai_cpu=0),
-    "fbgemm::batched_dense_vec_jagged_2d_mul_forward": Budget(launches=7, checks=8, ai_cpu=0),
+    "fbgemm::batched_dense_vec_jagged_2d_mul": Budget(launches=7, checks=7, ai_cpu=0),
+    "fbgemm::batched_dense_vec_jagged_2d_mul_forward": Budget(launches=7, checks=7, ai_cpu=0),
     "fbgemm::batched_dense_vec_jagged_2d_mul_backward": Budget(
         launches=11,
-        checks=8,
+        checks=7,
         ai_cpu=0,
         target=10,
         note=(

@@ -45,15 +45,15 @@ _SIZE_AI_CPU = {_INT64: 5, f"{_UNSIZED} + {_INT64}": 5}
 # Launches: the lengths gather, both int32 scans into one buffer (a zero_ of its two leading
 # zeros, two cumsum), a gather of the source rows' (start, end), the index (two index_add of a
 # cached constant, a cumsum), one gather per output: 10 with weights, the catalogue's target
-# (11 before, with repeat_interleave).  Checks (the data checks' current default, one
-# _assert_async): aminmax of permute and of lengths, the permute clamp, the amin of the scans
-# (a wrapped int32 scan), stack, bounds upload, clamp, eq, all, _assert_async, then the row
-# bounds and the index clamped (the gathers in bounds while the check is deferred): 12.
+# (11 before, with repeat_interleave).  Checks (deferred, the default): aminmax of permute and
+# of lengths, the permute clamp, the amin of the scans (a wrapped int32 scan), stack, bounds
+# upload, clamp, eq, all (queued, no launch), then the row bounds and the index clamped (the
+# gathers in bounds while the check is deferred): 11.
 def _sparse(strided: bool) -> Budget:
     paths = {**_SIZE_PATHS, "strided_lengths": 11} if strided else _SIZE_PATHS
     return Budget(
         launches=10,
-        checks=12,
+        checks=11,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
@@ -83,9 +83,9 @@ BUDGETS: dict[str, Budget] = {
         note=_INT64_NOTE,
     ),
     # index_put_ of a cached arange; the check that permute is a permutation: a clamp for safe
-    # writes, a gather back, two compares, and, all, _assert_async.  A permute no view flattens:
+    # writes, a gather back, two compares, and, all (queued).  A permute no view flattens:
     # one copy.
-    "fbgemm::invert_permute": Budget(launches=1, checks=7, ai_cpu=0, paths={"strided": 2}),
+    "fbgemm::invert_permute": Budget(launches=1, checks=6, ai_cpu=0, paths={"strided": 2}),
     # int64 (main path): the starts gather and their distance to the output starts, the row of
     # each element by segment ids (clamp, index_add, cumsum, all int32), a gather and the add of a
     # cached arange; int32: the starts gather, the distance, two index_add and a cumsum of the
@@ -93,6 +93,6 @@ BUDGETS: dict[str, Budget] = {
     # to output_size without decreasing, then the permute clamped for the gather (and, int32,
     # the offsets for the scatters) until they are read
     "fbgemm::expand_into_jagged_permute": Budget(
-        launches=7, checks=10, ai_cpu=0, paths={"int32": 5}, path_checks={"int32": 11}
+        launches=7, checks=9, ai_cpu=0, paths={"int32": 5}, path_checks={"int32": 10}
     ),
 }

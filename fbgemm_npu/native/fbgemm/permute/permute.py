@@ -249,7 +249,7 @@ def invert_permute_npu(permute: torch.Tensor) -> torch.Tensor:
     ``permute`` must be a permutation: upstream writes out of bounds for indices outside ``[0, n)``
     and leaves entries uninitialised for repeats, so both are refused.  Launches: ``index_put_`` of
     a cached ``arange``; the permutation check adds a clamp for safe writes, a gather back, two
-    compares, ``and``, ``all``, ``_assert_async``.  Launches and syncs: ``BUDGETS`` in
+    compares, ``and``, ``all`` (then queued).  Launches and syncs: ``BUDGETS`` in
     ``budgets.py`` (docs/ops.md).
     """
     return _pi.invert(INVERT_PERMUTE, permute)

@@ -30,10 +30,10 @@ __all__ = ["BUDGETS"]
 # bool buffer, all, the check itself; fewer for 1 or 2 blocks) makes a call 14.
 _PERMUTE = Budget(
     9,
-    checks=5,
+    checks=4,
     ai_cpu=0,
     paths={"one block": 1, "two blocks": 9},
-    path_checks={"one block": 2, "two blocks": 4},
+    path_checks={"one block": 1, "two blocks": 3},
     target=6,
     note="ATen has no AI-Core searchsorted nor integer sort on a 910B: the blocks' ids take an "
     "index_add + cumsum (3 launches where searchsorted took 1) and the sorts float32 keys (2 "
@@ -71,7 +71,7 @@ BUDGETS: dict[str, Budget] = {
     "fbgemm::permute_pooled_embs_auto_grad_split": _PERMUTE,
     "fbgemm::permute_multi_embedding": Budget(
         13,
-        checks=8,
+        checks=7,
         ai_cpu=0,
         paths={
             "same layout again": 12,  # the widths' table kept: no upload
@@ -93,7 +93,7 @@ BUDGETS: dict[str, Budget] = {
     # As permute_multi_embedding; reverse scatters (cat, zeros, index_add, split) instead.
     "fbgemm::permute_multi_embedding_function": Budget(
         13,
-        checks=8,
+        checks=7,
         ai_cpu=0,
         paths={"same layout again": 12, "reverse": 14},
         target=6,
