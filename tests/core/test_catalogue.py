@@ -47,3 +47,16 @@ def test_docs_command_is_documented() -> None:
         [sys.executable, "-m", "fbgemm_npu", "docs", "--help"], capture_output=True, text=True
     )
     assert proc.returncode == 0 and "--check" in proc.stdout
+
+
+def test_every_budget_states_its_ai_cpu_launches_and_explains_any() -> None:
+    """Issue 10: every entry says how many launches a 910B runs on its AI CPU (None = unstated),
+    and one above 0 (on any path) says why in its note."""
+    unstated = sorted(q for q, b in REGISTRY.budgets.items() if b.ai_cpu is None)
+    assert not unstated, unstated
+    unexplained = sorted(
+        q
+        for q, b in REGISTRY.budgets.items()
+        if (b.ai_cpu or any(b.path_ai_cpu.values())) and not b.note.strip()
+    )
+    assert not unexplained, unexplained

@@ -237,7 +237,7 @@ def test_assert_budget_lists_the_ops_when_over(dev: str) -> None:
     with pytest.raises(AssertionError) as err:
         assert_budget(lambda: ((x + 1) * 2).sum().item(), launches=2, syncs=0, device_type=dt)
     msg = str(err.value)
-    assert "3 launches (budget 2)" in msg and "1 syncs (budget 0)" in msg
+    assert "3 launches (budget 2)" in msg and "1 syncs + 0 stalls (budget 0)" in msg
     assert "aten.add.Tensor, aten.mul.Tensor, aten.sum.default" in msg
     assert "aten._local_scalar_dense.default (scalar read to host)" in msg
 
