@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 
+import fbgemm_npu
 from fbgemm_npu.testing.fuzz_tbe import tbe_step
 from fbgemm_npu.testing.tbe_inputs import NPU, host_layout, rmsprop_ar_kwargs, rmsprop_ar_lookup
 
@@ -87,6 +88,30 @@ def test_broken_offsets_without_a_bounds_check_raise_naming_offsets(
             specs=SPECS,
             mode="NONE",
         )
+        fbgemm_npu.check()  # where a caller reads the result: the data checks deferred
+
+
+@pytest.mark.parametrize("pooling", ["SUM", "MEAN"])
+# FATAL's bounds check refuses all but offsets not from 0 (as upstream's): the lookup's check does
+@pytest.mark.parametrize(("mode", "op"), [("NONE", SGD), ("FATAL", f"({BOUNDS}|{SGD})")])
+@pytest.mark.parametrize(
+    "offsets", [[0, 3, 2, 5, 6], [0, 1, 2, 3, 9], [0, -3, 2, 5, 6], [2, 3, 4, 5, 6]]
+)
+def test_broken_offsets_with_deferred_checks_stay_in_the_buffers(
+    offsets: list[int], mode: str, op: str, pooling: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was torch's ``offsets[0] has to be 0`` / ``offsets[-1] can not be greater than input's
+    length`` from inside the forward (a 910B's bag kernel reads past ``indices``): with the
+    checks deferred the call runs on, so the bag kernel takes all-zero offsets where the check
+    failed; the call returns (forward and backward) and the queued check names the op and
+    'offsets'."""
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "deferred")
+    fbgemm_npu.check()
+    w = _weights().to(NPU)
+    idx, off = torch.tensor(INDICES).to(NPU), torch.tensor(offsets).to(NPU)
+    tbe_step(w, idx, off, specs=SPECS, mode=mode, pooling=pooling, grad_seed=0)
+    with pytest.raises(RuntimeError, match=f"{op}: .*'offsets'"):
+        fbgemm_npu.check()
 
 
 @pytest.mark.parametrize("offsets", [[], [0, 1, 3, 6]])

@@ -20,8 +20,12 @@ table (one launch per call: an index outside it must never read or update anothe
 rows) and, with the data checks on, raises for an index the clamp moved, as upstream's CPU
 kernels raise, or for offsets that do not start at 0, decrease or end past the indices (what
 ``BoundsCheckMode.NONE`` lets through): ``checks`` 7 (an ``eq`` of the indices, the offsets closed
-with their bound by a ``cat``, a ``ge``, an ``eq`` of the first offset, a ``cat``, an ``all``, the
-``_assert_async``; once per call, not per D); the backwards have no data checks.  No call
+with their bound by a ``cat``, a ``ge``, an ``eq`` of the first offset, a ``cat``, an ``all``,
+queued for ``fbgemm_npu.check()``, and a ``where`` that hands the bag kernel all-zero offsets
+where the check failed: the call runs on until the check is read and must stay inside
+``indices``; once per call, not per D); ``sequence`` (no bag kernel) 6; with
+``FBGEMM_NPU_VALIDATE=assert`` each is one more (the ``_assert_async``); the backwards have no
+data checks.  No call
 syncs once the layout is known (``fbgemm_npu.split_table.register_tbe_layout``; otherwise the
 first call with a new layout reads it back once).
 """
@@ -41,9 +45,11 @@ _FORWARD = {"weighted_mean": 14, "sequence": 8}
 # gather of a cached table (no second segment_ids), the output starts from the same ids; a
 # further class's scatter member test is a gather of its cached mask and a where
 _VBE_FORWARD = {"vbe": 25}
-# The data check of the indices and offsets (eq, cat, ge, eq, cat, all, _assert_async) runs
-# in the forward only.
+# The data check of the indices and offsets (eq, cat, ge, eq, cat, all; queued, deferred) runs
+# in the forward only, and a where of the bag offsets (all zeros where it failed: the bag kernel
+# then stays inside the indices); sequence has no bag kernel.
 _CHECKS = 7
+_PATH_CHECKS = {"sequence": 6}
 _FORWARD_NOTE = "forward 11 per D: the bag ids built on the AI Core, not by an AI-CPU searchsorted"
 _WEIGHTED_MEAN_NOTE = "weighted MEAN forward 14 (bag lengths, clamp, divide)"
 _VBE_NOTE = "VBE forward too (block ids, features, output offsets from the call's data, scatter)"
@@ -74,6 +80,7 @@ def _lookup(paths: dict[str, int], note: str = "") -> Budget:
     """A lookup's budget: the forward's main path and ``paths``, the index check on the forwards
     only."""
     backwards = {p: 0 for p in paths if p.endswith("backward")}
+    backwards.update({p: c for p, c in _PATH_CHECKS.items() if p in paths})
     if not note.startswith(_FORWARD_NOTE):
         note = f"{_FORWARD_NOTE}; {note}" if note else f"{_FORWARD_NOTE}; a fused kernel closes it"
     return Budget(
@@ -184,13 +191,14 @@ BUDGETS: dict[str, Budget] = {
     # into one flag buffer with the offsets' flags: no cat), the repairs (2: a where into the
     # indices, not an int64 masked_fill_; the offsets' copy), the count (4).  FATAL repairs
     # nothing: its offsets are good iff non-decreasing from >= 0 to N (no running max), and it
-    # raises through one device-side assert -- the mode's contract, kept when
+    # raises through one queued check, read at fbgemm_npu.check() (FBGEMM_NPU_VALIDATE=assert:
+    # an _assert_async, one launch more) -- the mode's contract, kept when
     # FBGEMM_NPU_VALIDATE=0; NONE and the V2 mode values do nothing here (upstream's Python
     # handles V2).
     "fbgemm::bounds_check_indices": Budget(
         launches=21,
         ai_cpu=0,
-        paths={"ignore": 17, "fatal": 15, "none": 0, "vbe": 24, "vbe_ignore": 20, "vbe_fatal": 17},
+        paths={"ignore": 17, "fatal": 14, "none": 0, "vbe": 24, "vbe_ignore": 20, "vbe_fatal": 16},
     ),
     # Host arithmetic on B and T.
     "fbgemm::get_infos_metadata": Budget(launches=0, ai_cpu=0),

@@ -196,23 +196,38 @@ def _bounded_indices(
     or end past the indices (only NONE lets them through: upstream's kernel then reads past its
     buffers, or skips the indices before a first offset above 0, which torch's bag cannot).
     Returns the clamped indices and, with the checks on, :func:`closed_offsets` (which MEAN
-    needs).  Launches: the clamp; the checks add ``cat``, ``eq``, ``ge``, ``eq``, ``cat``,
-    ``all``, ``_assert_async``."""
+    needs) and the check's 0-d flag (the forward bags with :func:`safe_offsets` under it).
+    Launches: the clamp; the checks add ``cat``, ``eq``, ``ge``, ``eq``, ``cat``, ``all``, the
+    ``_assert_async`` (none when the check is deferred)."""
     safe = torch.clamp(indices, lo, hi)
     if validation_enabled():
         ends = closed_offsets(offsets, indices.numel(), traced)
         ok = torch.cat(
             [torch.eq(safe, indices), torch.ge(ends[1:], ends[:-1]), torch.eq(offsets[:1], 0)]
-        )
+        ).all()
         assert_on_device(
             op,
-            ok.all(),
+            ok,
             "argument 'indices' holds an index outside [0, rows of its table) (-1 included; "
             "upstream raises too), or argument 'offsets' does not start at 0, decreases or "
             "ends past the indices (BoundsCheckMode.WARNING / IGNORE repair all but -1)",
         )
-        return safe, ends
-    return safe, None
+        return safe, ends, ok
+    return safe, None, None
+
+
+def safe_offsets(offsets: torch.Tensor, ok: torch.Tensor | None) -> torch.Tensor:
+    """The bag offsets ``_embedding_bag`` may read: ``offsets`` where the call's check passed,
+    all zeros where it failed (every bag empty).  With the check deferred the kernel keeps
+    running on the bad data: offsets that do not start at 0, decrease or pass the indices would
+    make the bag kernel read outside ``indices`` (torch's CPU kernel raises, a 910B's reads
+    past the buffer); the result is then unspecified and the queued check raises.  ``ok`` None
+    (checks off): the caller vouches for the offsets.  Launches: a ``where`` with the checks on.
+    """
+    if ok is None:
+        return offsets
+    zero = arange_cached(1, offsets.device, offsets.dtype)[0]  # cached: a Python 0 is a fill
+    return torch.where(ok, offsets, zero)
 
 
 def closed_offsets(offsets: torch.Tensor, L: int, traced: bool = False) -> torch.Tensor:
@@ -255,12 +270,12 @@ def tbe_forward(
     indices, offsets = indices.contiguous(), offsets.contiguous()
     bag, t, B, blocks = _bags_and_features(plan, indices, offsets, vbe)
     mats = []
-    safe, ends = indices, None
+    safe, ends, ok = indices, None, None
     for i, cls in enumerate(plan.classes):
         tab = (cls.rows if for_backward else cls.fwd_rows).index_select(0, t)  # [L, 2m + 2]
         m = (tab.size(1) - 2) // 2
         if i == 0:
-            safe, ends = _bounded_indices(op, indices, tab.T[-2], tab.T[-1], offsets)
+            safe, ends, ok = _bounded_indices(op, indices, tab.T[-2], tab.T[-1], offsets)
         mat = torch.empty((m, L), dtype=torch.int64, device=indices.device)
         torch.addcmul(tab.T[:m], tab.T[m : 2 * m], safe, out=mat)  # [m, L], rows contiguous
         mats.append(mat)
@@ -296,6 +311,7 @@ def tbe_forward(
         # offsets[-1] (upstream ignores them): close those into a bag of their own, dropped below
         bag_offsets = ends if ends is not None else closed_offsets(offsets, L)
     offs = bag_offsets if bag_offsets.dtype == indices.dtype else bag_offsets.to(indices.dtype)
+    offs = safe_offsets(offs, ok)
     inv_len = None
     if pooling_mode == POOLING_MEAN and indice_weights is not None:
         inv_len = (offsets[1:] - offsets[:-1]).clamp_(min=1)

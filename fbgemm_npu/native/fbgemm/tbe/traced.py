@@ -208,7 +208,7 @@ def traced_forward(
         t = segment_ids(vbe.B_offsets, total_bags + 1).index_select(0, bag)
     tab = lay.tab.index_select(0, t)  # [L, 2m + 2]
     m = lay.m
-    safe, ends = _bounded_indices(op, indices, tab.T[-2], tab.T[-1], offsets, traced=True)
+    safe, ends, _ = _bounded_indices(op, indices, tab.T[-2], tab.T[-1], offsets, traced=True)
     mat = torch.addcmul(tab.T[:m], tab.T[m : 2 * m], safe).contiguous()  # [m, L] int64
     row_starts = None
     if vbe is not None:
