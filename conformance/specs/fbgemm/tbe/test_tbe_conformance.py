@@ -18,6 +18,7 @@ from fbgemm_gpu.split_embedding_configs import SparseType as S
 from fbgemm_gpu.split_table_batched_embeddings_ops_common import BoundsCheckMode as BC
 from fbgemm_gpu.split_table_batched_embeddings_ops_common import PoolingMode as P
 
+import fbgemm_npu
 from conformance.specs.fbgemm.tbe.cases import TbeCase, oracle_of
 from conformance.specs.fbgemm.tbe.matrix import CI_CASES, full_cases
 from conformance.specs.fbgemm.tbe.training import (
@@ -131,6 +132,7 @@ def test_fatal_bounds_check_raises_like_upstream(style: str, mode: BC) -> None:
     with pytest.raises((RuntimeError, ValueError, IndexError)):
         out = run_module(case, "npu:0", style, make_batches(case))
         torch.npu.synchronize()  # an asynchronous device assert surfaces here
+        fbgemm_npu.check()  # the deferred data checks (the default) surface here
         del out
 
 
