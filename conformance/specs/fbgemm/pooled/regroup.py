@@ -17,14 +17,15 @@ read or write out of bounds (it can crash), so
 Oracle: upstream on the CPU, except for gradients when a key is omitted from every group: there
 upstream's backward leaves those input columns uninitialised, so a float64 reference
 (``multi_reference``: plain slicing of the rows) gives the values and zero gradients.
-Tolerances: regrouping copies values, and ours sums a repeated key's gradients in row order in the
-values' dtype, as upstream does: against upstream everything is exact.  Against the reference
-(gradients only differ): the harness gives ours the random float64 ``grad_output`` rounded to the
-values' dtype, the reference the exact one, and ours rounds each of the <= 2 additions of a key
-used <= 3 times (the strategy caps repeats at 3): ``|err| <= 3 u sum|g|`` with ``u`` the unit
-roundoff and ``|g| <= 5`` (standard normal draws): 15 u, hence ``atol`` 0.03 for bfloat16
-(``u = 2**-9``), 8e-3 for float16 (``2**-11``), 1e-6 for float32; ``rtol`` 0.  Forward values are
-copies and compare exactly under any of these bounds (small-integer fills).
+Tolerances: regrouping copies values (forward: exact under any bound below, small-integer
+fills).  A repeated key's gradients are summed in the values' dtype, <= 2 additions for a key used
+<= 3 times (the strategy caps repeats at 3), ``|g| <= 5`` (standard normal draws).  Against the
+float64 reference (the harness gives ours ``grad_output`` rounded to the values' dtype, the
+reference the exact one): the rounding of each ``g`` (``3 u 5``) and of each addition (``2 u
+15``), ``45 u`` with ``u`` the unit roundoff.  Against upstream, which sums in its own order (ours
+by ``index_add`` in row order): each side within ``45 u`` of the exact sum, so ``90 u``: ``atol``
+0.18 for bfloat16 (``u = 2**-9``; one ulp at 4.5 is 0.031), 0.044 for float16 (``2**-11``),
+5.4e-6 for float32; ``rtol`` 0.
 
 Budgets: the op's ``BUDGETS`` entry (``fbgemm_npu/native/fbgemm/pooled/budgets.py``), on the
 path of the call's shape (one input: no ``cat``; one output: no ``split``).  The permutes here
@@ -49,9 +50,9 @@ EXACT = Compare({d: Tol(rtol=0.0, atol=0.0) for d in (*FLOATS, torch.float64)})
 # Specs with a float64 reference for gradients: see the module docstring.
 GRAD_SUM = Compare(
     {
-        torch.float32: Tol(0.0, 1e-6),
-        torch.float16: Tol(0.0, 8e-3),
-        torch.bfloat16: Tol(0.0, 3e-2),
+        torch.float32: Tol(0.0, 5.4e-6),
+        torch.float16: Tol(0.0, 4.4e-2),
+        torch.bfloat16: Tol(0.0, 1.8e-1),
         torch.float64: Tol(0.0, 0.0),
     }
 )
