@@ -22,7 +22,13 @@ from fbgemm_npu.native._index import arange_cached, filled_i32
 from fbgemm_npu.native._upload import upload
 from fbgemm_npu.native.fbgemm.index_select._utils import count_le, scan_dtype
 
-__all__ = ["TableGather", "segment_table", "table_gather", "table_gather_permuted"]
+__all__ = [
+    "TableGather",
+    "inside_buffer",
+    "segment_table",
+    "table_gather",
+    "table_gather_permuted",
+]
 
 
 @dataclass
@@ -35,6 +41,30 @@ class TableGather:
 
     src: torch.Tensor
     unit: int
+
+
+def inside_buffer(
+    op: str,
+    arg: str,
+    plan: TableGather,
+    rows: Sequence[int],
+    cols: Sequence[int],
+    counts: Sequence[int],
+) -> TableGather:
+    """``plan`` with its index clamped into the tables' buffer (``sum(rows * cols) / unit``
+    units): under deferred checks the gather (and the backward's ``index_add_``) runs before the
+    queued index check is read, and must stay inside the buffer (the result is unspecified then;
+    the check raises).  One ``clamp``, a check launch (call it only while validating).  A table of
+    no rows with rows selected matches no valid call: refused on the host (sizes alone)."""
+    for t, (r, n) in enumerate(zip(rows, counts, strict=True)):
+        if r == 0 and n > 0:
+            raise ValueError(
+                f"{op}: argument '{arg}' selects {n} rows of table {t}, which has none"
+            )
+    units = sum(r * c for r, c in zip(rows, cols, strict=True)) // max(plan.unit, 1)
+    if plan.src.numel() == 0 or units == 0:
+        return plan
+    return TableGather(plan.src.clamp(0, units - 1), plan.unit)
 
 
 def segment_table(

@@ -23,6 +23,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from fbgemm_npu.native._checks import (
     INDEX_DTYPES,
     DataChecks,
+    allocation_of,
     check_dtype,
     check_ndim,
     check_tensor,
@@ -39,6 +40,7 @@ __all__ = [
     "check_fits",
     "check_index_tensor",
     "check_non_negative",
+    "check_selected_size",
     "count_le",
     "dynamic_size",
     "index_range",
@@ -146,16 +148,27 @@ def select_rows_index(
     out_ends: torch.Tensor,
     num_rows: int | None,
     arg: str,
+    n_src: int,
     exact: bool = False,
 ) -> torch.Tensor:
     """:func:`rows_gather_index` of a jagged select, with its data checks run: the output has
     ``num_rows`` rows (the argument ``arg``), which must not exceed the selected lengths' sum
     (``exact``: must equal it), checked on the device, or, when it is None, that sum, read back
-    to the host with the checks riding on the read."""
+    to the host with the checks riding on the read (which raises before any gather).
+
+    Given a size, the index is built first (a size no memory holds fails named, before a check
+    is queued), then the checks are queued and, while validating, the index is clamped into the
+    ``n_src`` source rows (one launch, the checks' own): under deferred checks the gather runs on
+    bad data, and must stay inside its buffer.  The caller refuses on the host a ``num_rows > 0``
+    with ``n_src == 0`` (no valid call reaches it)."""
     if num_rows is None:
         total = checks.read_with([out_ends[-1]])[0]
         return rows_gather_index(d, out_ends, total, clamp=validation_enabled())
-    if validation_enabled():
+    validate = validation_enabled()
+    with allocation_of(checks.op, f"the output of '{arg}' = {num_rows} rows"):
+        # a size that may stop short of the last end (a truncated output) keeps the clamp
+        src = rows_gather_index(d, out_ends, num_rows, clamp=validate or not exact)
+    if validate:
         if exact:
             what = f"argument '{arg}' ({num_rows}) must equal the sum of the selected lengths"
             checks.add(out_ends[-1], num_rows, num_rows, what)
@@ -163,8 +176,16 @@ def select_rows_index(
             what = f"argument '{arg}' ({num_rows}) must not exceed the sum of the selected lengths"
             checks.add(out_ends[-1], num_rows, None, what)
         checks.assert_on_device()
-    # a size that may stop short of the last end (a truncated output) keeps the clamp
-    return rows_gather_index(d, out_ends, num_rows, clamp=validation_enabled() or not exact)
+        if num_rows > 0:
+            src = src.clamp_(0, n_src - 1)
+    return src
+
+
+def check_selected_size(op: str, arg: str, value: int | None, bound: int, why: str) -> None:
+    """A size argument above ``bound`` (what sizes alone allow the data to sum to: ``why``)
+    matches no valid call: refused on the host, before anything is allocated or queued."""
+    if value is not None and value > bound:
+        raise ValueError(f"{op}: argument '{arg}' ({value}) must not exceed {why} ({bound})")
 
 
 def rows_gather_index(

@@ -112,6 +112,13 @@ def _gather_index(
             indices, input_rows, input_columns, input_num_indices, checks, "indices"
         )
     if checks is not None:
+        counts = input_num_indices
+        if permute_output_dim_0_1:
+            counts = [input_num_indices[0]] * len(input_rows)
+        # before the checks are queued: a host refusal leaves none behind
+        plan = _tables.inside_buffer(
+            BATCH_INDEX_SELECT_DIM0, "indices", plan, input_rows, input_columns, counts
+        )
         checks.assert_on_device()
     return plan
 

@@ -23,10 +23,11 @@ BUDGETS: dict[str, Budget] = {
     # Backward: zeros + index_add_ with the forward's gather index ("backward"); unsized, the
     # forward is the op itself (traceable: its fake sizes it), so the backward rebuilds the index
     # first: two cumsums, a gather, a difference, four for the row index (no clamp: the forward
-    # checked the data)
+    # checked the data).  Sized, checks 11, were 10: the row index clamped into values' rows
+    # (the gather runs before deferred checks are read: memory-safe on bad data)
     "fbgemm::jagged_index_select": Budget(
         launches=11,
-        checks=10,
+        checks=11,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
@@ -41,10 +42,12 @@ BUDGETS: dict[str, Budget] = {
     # both offsets' starts in one cat behind a cached zero (was two AI-CPU int64 pads), a gather
     # and a difference, five for the row index (unsized four: no clamp), the row gather.
     # Checks 11, were 12 (the row index's clamp_max_ gone); unsized 9, were 7: the output
-    # lengths' difference and the clamp are the checks' own now (no repeat_interleave needs them)
+    # lengths' difference and the clamp are the checks' own now (no repeat_interleave needs them).
+    # Sized, checks 11, were 10: the row index clamped into values' rows (memory-safe gather
+    # under deferred checks)
     "fbgemm::jagged_index_select_2d_forward_v2": Budget(
         launches=9,
-        checks=10,
+        checks=11,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
@@ -52,10 +55,12 @@ BUDGETS: dict[str, Budget] = {
         path_checks={"no_num_dense_output_rows": 9},
     ),
     # the select's program with the offsets' roles swapped, then zeros + index_add_; int64
-    # values add with an int64 index_add_, which has no AI-Core kernel on a 910B
+    # values add with an int64 index_add_, which has no AI-Core kernel on a 910B.  Checks 11,
+    # were 10: the destination index clamped into the output (memory-safe index_add_ under
+    # deferred checks)
     "fbgemm::jagged_index_add_2d_forward_v2": Budget(
         launches=10,
-        checks=10,
+        checks=11,
         ai_cpu=0,
         paths={"int64_values": 10},
         path_ai_cpu={"int64_values": 1},
@@ -73,10 +78,12 @@ BUDGETS: dict[str, Budget] = {
     # match the lengths) and an amin of the selected lengths' cumsum (the same wrap);
     # selected_lengths_sum is now held equal to the selected total (was: not above it) at no
     # cost.  Backward as jagged_index_select's: 2 sized; unsized the index is rebuilt first (the
-    # selected segments 1, a cumsum, a gather, a difference, four for the row index)
+    # selected segments 1, a cumsum, a gather, a difference, four for the row index).  Sized,
+    # checks 15, were 14: the row index clamped into values (memory-safe gathers under deferred
+    # checks)
     "fbgemm::keyed_jagged_index_select_dim1": Budget(
         launches=11,
-        checks=14,
+        checks=15,
         syncs=0,
         syncs_unsized=1,
         ai_cpu=0,
@@ -99,10 +106,12 @@ BUDGETS: dict[str, Budget] = {
     # row widths: a 10-launch element index and the gather; permuted: every output row has the
     # same runs, so a 3-launch index (upload of per-run constants, a gather of the index
     # columns, an addcmul; was 9); one width: a 4-launch row index (2 permuted); backward:
-    # zeros + index_add_, nothing to check
+    # zeros + index_add_, nothing to check.  Checks 9, were 8: the gather index clamped into the
+    # tables' buffer (the gather and the backward's index_add_ run before deferred checks are
+    # read: memory-safe on bad indices)
     "fbgemm::batch_index_select_dim0": Budget(
         launches=11,
-        checks=8,
+        checks=9,
         ai_cpu=0,
         paths={"permuted": 4, "one_width": 5, "one_width_permuted": 3, "backward": 2},
         path_checks={"backward": 0},
@@ -113,14 +122,16 @@ BUDGETS: dict[str, Budget] = {
     # other); one member alone is one index_select.  Each further dtype adds 3 check launches
     # ("two_dtypes").  A member no view turns into rows (transposed) is copied:
     # "transposed_members" is the most the conformance draws reach (four members, all copied),
-    # the ceiling of calls with copies or several dtypes.
+    # the ceiling of calls with copies or several dtypes.  Checks +1 per dtype (9, one member 7,
+    # two dtypes 13): the gather index clamped into the members' rows (memory-safe gather and
+    # backward index_add_ under deferred checks)
     "fbgemm::group_index_select_dim0": Budget(
         launches=14,
-        checks=8,
+        checks=9,
         ai_cpu=0,
         per="distinct dtype",
         paths={"one_width": 8, "one_member": 1, "two_dtypes": 14, "transposed_members": 18},
-        path_checks={"one_member": 6, "two_dtypes": 11},
+        path_checks={"one_member": 7, "two_dtypes": 13},
         target=12,
         note=(
             "members of mixed row widths are concatenated before one gather reads them all, and "

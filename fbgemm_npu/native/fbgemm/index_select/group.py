@@ -107,10 +107,18 @@ def _plan(inputs: list[torch.Tensor], indices: list[torch.Tensor]) -> Plan:
                 what = f"argument 'indices_group[{i}]' must hold row indices in [0, {rows[0]})"
                 checks.add(low, 0, None, what)
                 checks.add(high, None, rows[0] - 1, what)
-            plans.append((members, _tables.TableGather(indices[i], cols[0])))
+            plan = _tables.TableGather(indices[i], cols[0])
+            if checks is not None:  # the gather runs before the checks are read: clamp
+                arg = f"indices_group[{i}]"
+                plan = _tables.inside_buffer(GROUP_INDEX_SELECT_DIM0, arg, plan, rows, cols, counts)
+            plans.append((members, plan))
             continue
         idx = torch.cat([indices[i] for i in members]) if len(members) > 1 else indices[members[0]]
         plan = _tables.table_gather(idx, rows, cols, counts, checks, "indices_group")
+        if checks is not None:
+            plan = _tables.inside_buffer(
+                GROUP_INDEX_SELECT_DIM0, "indices_group", plan, rows, cols, counts
+            )
         plans.append((members, plan))
     if checks is not None:
         checks.assert_on_device()
@@ -138,12 +146,18 @@ def _gather(
 
 def _single(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     if validation_enabled() and idx.numel() > 0:
+        if x.size(0) == 0:  # no row to gather: no valid call selects any (sizes alone)
+            raise ValueError(
+                f"{GROUP_INDEX_SELECT_DIM0}: argument 'indices_group[0]' selects "
+                f"{idx.numel()} rows of an input with none"
+            )
         checks = DataChecks(GROUP_INDEX_SELECT_DIM0)
         low, high = torch.aminmax(idx)
         what = f"argument 'indices_group[0]' must hold row indices in [0, {x.size(0)})"
         checks.add(low, 0, None, what)
         checks.add(high, None, x.size(0) - 1, what)
         checks.assert_on_device()
+        idx = idx.clamp(0, x.size(0) - 1)  # the gather runs before the checks are read
     return x.index_select(0, idx)
 
 

@@ -148,6 +148,15 @@ def jagged_index_select_2d_forward_v2_npu(
         return values.new_empty((0, values.size(1)))
     if b_in == 0:
         raise ValueError(f"{op}: argument 'input_offsets' is empty but 'indices' selects {b}")
+    # each output segment reads at most values.size(0) rows (a larger size matches no valid
+    # call; a values of 0 rows can give none, and an empty source cannot be gathered from)
+    _u.check_selected_size(
+        op,
+        "num_dense_output_rows",
+        num_dense_output_rows,
+        b * values.size(0),
+        "len(indices) * values.size(0)",
+    )
     validate = validation_enabled()
     checks = DataChecks(op)
     idx = _u.index_range(checks, indices, b_in, "indices")
@@ -184,6 +193,8 @@ def jagged_index_select_2d_forward_v2_npu(
                 checks.add(low, 0, None, what)
                 checks.add(high, None, n_rows - 1, what)
             checks.assert_on_device()
+            if total > 0:  # the gather runs before the queued checks are read: stay in values
+                src = src.clamp_(0, n_rows - 1)
     return values.index_select(0, src)
 
 
@@ -223,6 +234,8 @@ def jagged_index_add_2d_forward_v2_npu(
         return out
     if b == 0 or output_offsets.numel() == 0:
         raise ValueError(f"{op}: 'values' has {m} rows but there is no segment to add them to")
+    if num_output_rows == 0:
+        raise ValueError(f"{op}: argument 'num_output_rows' is 0 but 'values' has {m} rows to add")
     validate = validation_enabled()
     checks = DataChecks(op)
     idx = _u.index_range(checks, indices, output_offsets.numel(), "indices")
@@ -236,10 +249,12 @@ def jagged_index_add_2d_forward_v2_npu(
         what = f"argument 'input_offsets' must cover the {m} rows of values"
         checks.add(input_offsets[-1], m, None, what)
         low, high = torch.aminmax(dst)
-        what = f"rows must be added within num_output_rows ({num_output_rows})"
+        what = f"rows must be added within argument 'num_output_rows' ({num_output_rows})"
         checks.add(low, 0, None, what)
         checks.add(high, None, num_output_rows - 1, what)
         checks.assert_on_device()
+        # the scatter runs before the queued checks are read: stay inside the output
+        dst = dst.clamp_(0, num_output_rows - 1)
     return out.index_add_(0, dst, values)
 
 
@@ -287,7 +302,9 @@ def _jagged_select_index(
         checks.add(in_incl.amin(), 0, None, _u.sum_fits("lengths", in_dtype))
         checks.add(out_incl.amin(), 0, None, _u.sum_fits("lengths[indices]", out_dtype))
     size_arg = "num_dense_output_rows"
-    src = _u.select_rows_index(checks, d, out_incl, num_dense_output_rows, size_arg)
+    src = _u.select_rows_index(
+        checks, d, out_incl, num_dense_output_rows, size_arg, n_src=values.size(0)
+    )
     return src, out_lengths
 
 
@@ -308,6 +325,15 @@ def _check_jagged_select_args(
     indices = _u.check_index_tensor(op, "indices", indices)
     check_same_device(op, values=values, lengths=lengths, indices=indices)
     _u.check_non_negative(op, "num_dense_output_rows", num_rows)
+    # the selected lengths sum to at most len(indices) * values.size(0) (each length within
+    # values): a larger size matches no valid call (and a values of 0 rows can give no row)
+    _u.check_selected_size(
+        op,
+        "num_dense_output_rows",
+        num_rows,
+        indices.numel() * values.size(0),
+        "len(indices) * values.size(0)",
+    )
     return values, lengths, indices
 
 

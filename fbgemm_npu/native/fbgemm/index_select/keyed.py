@@ -114,7 +114,9 @@ def _keyed_select_index(
         checks.add(out_incl.amin(), 0, None, _u.sum_fits("lengths[indices]", out_incl.dtype))
     d = offsets[1:].index_select(0, sel) - out_incl
     size_arg = "selected_lengths_sum"
-    src = _u.select_rows_index(checks, d, out_incl, selected_lengths_sum, size_arg, exact=True)
+    src = _u.select_rows_index(
+        checks, d, out_incl, selected_lengths_sum, size_arg, n_src=values.numel(), exact=True
+    )
     return src, out_lengths
 
 
@@ -172,6 +174,16 @@ def _check_keyed_args(
             f"lengths.numel() ({lengths_t.numel()}), got {batch_size}"
         )
     _u.check_non_negative(op, "selected_lengths_sum", selected_lengths_sum)
+    # every key's lengths sum to at most values.numel() (checked), so the selected ones to at
+    # most len(indices) * values.numel(): a larger sum matches no valid call (2**40 would be
+    # allocated before the queued check is read; a values of 0 elements gives none)
+    _u.check_selected_size(
+        op,
+        "selected_lengths_sum",
+        selected_lengths_sum,
+        indices.numel() * v.numel(),
+        "len(indices) * values.numel()",
+    )
 
 
 def keyed_jagged_index_select_dim1_npu(
