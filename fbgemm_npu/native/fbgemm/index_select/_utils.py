@@ -44,6 +44,7 @@ __all__ = [
     "count_le",
     "dynamic_size",
     "index_range",
+    "jagged_select_src",
     "rows_gather_index",
     "same_dtype_or_raise",
     "scan_dtype",
@@ -181,11 +182,18 @@ def select_rows_index(
     return src
 
 
-def check_selected_size(op: str, arg: str, value: int | None, bound: int, why: str) -> None:
-    """A size argument above ``bound`` (what sizes alone allow the data to sum to: ``why``)
-    matches no valid call: refused on the host, before anything is allocated or queued."""
-    if value is not None and value > bound:
-        raise ValueError(f"{op}: argument '{arg}' ({value}) must not exceed {why} ({bound})")
+def check_selected_size(
+    op: str, arg: str, value: int | None, n_indices: int, n_src: int, src: str = "values.size(0)"
+) -> None:
+    """A size argument above ``n_indices * n_src`` (each of the ``n_indices`` selected segments
+    holds at most the ``n_src`` source rows: ``src``) matches no valid call, and rows asked of an
+    empty source cannot be gathered at all: refused on the host, before anything is allocated
+    or queued."""
+    if value is not None and value > n_indices * n_src:
+        raise ValueError(
+            f"{op}: argument '{arg}' ({value}) must not exceed len(indices) * {src} "
+            f"({n_indices * n_src})"
+        )
 
 
 def rows_gather_index(
@@ -206,6 +214,25 @@ def rows_gather_index(
     """
     seg = count_le(out_ends[:-1], num_rows, clamp=clamp)
     return d.index_select(0, seg).add_(arange_cached(num_rows, d.device, d.dtype))
+
+
+def jagged_select_src(
+    lengths: torch.Tensor,
+    indices: torch.Tensor,
+    out_lengths: torch.Tensor,
+    num_rows: int,
+    *,
+    n_in: int,
+) -> torch.Tensor:
+    """The backward's gather index of ``jagged_index_select`` (the forward checked the data):
+    the forward's ``src`` for all ``num_rows`` selected rows (``n_in`` the forward's
+    ``values.size(0)``; the selected lengths sum to exactly ``num_rows``, which bounds the
+    output scan).  Launches: two cumsums, a gather and a difference, the row index (5), then
+    the backward's ``zeros`` and ``index_add_``: 11 in all."""
+    in_incl = torch.cumsum(lengths, 0, dtype=scan_dtype(n_in))
+    out_incl = torch.cumsum(out_lengths, 0, dtype=scan_dtype(num_rows))
+    d = in_incl.index_select(0, indices) - out_incl
+    return rows_gather_index(d, out_incl, num_rows, clamp=False)
 
 
 def index_range(checks: DataChecks, indices: torch.Tensor, n: int, arg: str) -> torch.Tensor:

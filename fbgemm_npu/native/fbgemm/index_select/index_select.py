@@ -148,15 +148,8 @@ def jagged_index_select_2d_forward_v2_npu(
         return values.new_empty((0, values.size(1)))
     if b_in == 0:
         raise ValueError(f"{op}: argument 'input_offsets' is empty but 'indices' selects {b}")
-    # each output segment reads at most values.size(0) rows (a larger size matches no valid
-    # call; a values of 0 rows can give none, and an empty source cannot be gathered from)
-    _u.check_selected_size(
-        op,
-        "num_dense_output_rows",
-        num_dense_output_rows,
-        b * values.size(0),
-        "len(indices) * values.size(0)",
-    )
+    # each output segment reads at most values.size(0) rows
+    _u.check_selected_size(op, "num_dense_output_rows", num_dense_output_rows, b, values.size(0))
     validate = validation_enabled()
     checks = DataChecks(op)
     idx = _u.index_range(checks, indices, b_in, "indices")
@@ -192,9 +185,8 @@ def jagged_index_select_2d_forward_v2_npu(
                 what = f"argument 'input_offsets' selects rows outside values.size(0) ({n_rows})"
                 checks.add(low, 0, None, what)
                 checks.add(high, None, n_rows - 1, what)
+                src = src.clamp(0, n_rows - 1)  # the gather runs before deferred checks are read
             checks.assert_on_device()
-            if total > 0:  # the gather runs before the queued checks are read: stay in values
-                src = src.clamp_(0, n_rows - 1)
     return values.index_select(0, src)
 
 
@@ -325,15 +317,8 @@ def _check_jagged_select_args(
     indices = _u.check_index_tensor(op, "indices", indices)
     check_same_device(op, values=values, lengths=lengths, indices=indices)
     _u.check_non_negative(op, "num_dense_output_rows", num_rows)
-    # the selected lengths sum to at most len(indices) * values.size(0) (each length within
-    # values): a larger size matches no valid call (and a values of 0 rows can give no row)
-    _u.check_selected_size(
-        op,
-        "num_dense_output_rows",
-        num_rows,
-        indices.numel() * values.size(0),
-        "len(indices) * values.size(0)",
-    )
+    # each selected length is within values (checked)
+    _u.check_selected_size(op, "num_dense_output_rows", num_rows, indices.numel(), values.size(0))
     return values, lengths, indices
 
 
@@ -359,25 +344,6 @@ def jagged_index_select_npu(
     return [values.index_select(0, src), out_lengths]
 
 
-def _select_src(
-    lengths: torch.Tensor,
-    indices: torch.Tensor,
-    out_lengths: torch.Tensor,
-    num_rows: int,
-    *,
-    n_in: int,
-) -> torch.Tensor:
-    """The backward's gather index of ``jagged_index_select`` (the forward checked the data):
-    :func:`_jagged_select_index`'s ``src`` for all ``num_rows`` selected rows (``n_in`` the
-    forward's ``values.size(0)``; the selected lengths sum to exactly ``num_rows``, which bounds
-    the output scan).  Launches: two cumsums, a gather and a difference, the row index (5), then
-    the backward's ``zeros`` and ``index_add_``: 11 in all."""
-    in_incl = torch.cumsum(lengths, 0, dtype=_u.scan_dtype(n_in))
-    out_incl = torch.cumsum(out_lengths, 0, dtype=_u.scan_dtype(num_rows))
-    d = in_incl.index_select(0, indices) - out_incl
-    return _u.rows_gather_index(d, out_incl, num_rows, clamp=False)
-
-
 def _jagged_index_select_autograd(
     values: torch.Tensor,
     lengths: torch.Tensor,
@@ -390,7 +356,7 @@ def _jagged_index_select_autograd(
     gather index, which the backward reuses (``zeros``, ``index_add_``).  Without, the output size
     is read back to the host: the forward is then the op below autograd (its fake kernel sizes a
     traced call) and the backward rebuilds the index from ``lengths``, ``indices`` and the output
-    lengths (:func:`_select_src`)."""
+    lengths (:func:`._utils.jagged_select_src`)."""
     args = (lengths, indices, num_dense_output_rows)
     if not needs_grad(values):
         return below_autograd(torch.ops.fbgemm.jagged_index_select, values, *args)
@@ -407,7 +373,7 @@ def _jagged_index_select_autograd(
     def call(x: torch.Tensor) -> list[torch.Tensor]:
         return below_autograd(torch.ops.fbgemm.jagged_index_select, x, *args)
 
-    index = functools.partial(_select_src, n_in=values.size(0))
+    index = functools.partial(_u.jagged_select_src, n_in=values.size(0))
     return list(_u.SelectedRows.apply(values, call, index, (lengths, indices)))
 
 

@@ -174,15 +174,10 @@ def _check_keyed_args(
             f"lengths.numel() ({lengths_t.numel()}), got {batch_size}"
         )
     _u.check_non_negative(op, "selected_lengths_sum", selected_lengths_sum)
-    # every key's lengths sum to at most values.numel() (checked), so the selected ones to at
-    # most len(indices) * values.numel(): a larger sum matches no valid call (2**40 would be
-    # allocated before the queued check is read; a values of 0 elements gives none)
+    # every key's lengths sum to at most values.numel() (checked): 2**40 would be allocated
+    n = indices.numel()
     _u.check_selected_size(
-        op,
-        "selected_lengths_sum",
-        selected_lengths_sum,
-        indices.numel() * v.numel(),
-        "len(indices) * values.numel()",
+        op, "selected_lengths_sum", selected_lengths_sum, n, v.numel(), "values.numel()"
     )
 
 
