@@ -123,6 +123,9 @@ def _check_steps(run: tuple[Reports, str, bool], model: str, sharding_type: str)
         assert shown == " ".join((*cells(ours[rank]), f"{ours[rank].us / 1e3:.3f}")), line
         assert cols[9:] == ["|", str(whole.launches), f"{whole.us / 1e3:.3f}"], line
         assert 0 < ours[rank].launches <= whole.launches  # the TBE lookup runs every step
+        # issue 10: no AI-CPU launch and no host wait from fbgemm_npu's code, on any rank
+        for r, c in ours.items():
+            assert (c.ai_cpu, c.syncs, c.stalls) == (0, 0, 0), (line, r, c)
         for name, value in ours[rank].as_dict().items():
             assert value <= getattr(whole, name), (line, name)
 
