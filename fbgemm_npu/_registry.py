@@ -9,7 +9,9 @@ kernel}``; ``SCHEMAS``: qualified name -> schema string, for the ops it defines 
 
 Rules enforced here (docs/design.md, rules 1, 2 and 7):
 
-* only ``PrivateUse1``, ``AutogradPrivateUse1`` and ``Meta`` keys are accepted;
+* only ``PrivateUse1``, ``AutogradPrivateUse1`` and ``Meta`` keys are accepted, plus ``CPU`` and
+  ``AutogradCPU`` for the ops whose schema we define ourselves (``mxrec::``: no upstream CPU
+  kernel exists, so ours changes no CPU result; ``fbgemm::`` ops never get one);
 * ``Meta`` only where upstream has no Meta kernel (we never override upstream);
 * a schema is defined only where nobody defines the op already.
 """
@@ -27,6 +29,8 @@ from fbgemm_npu.native._pending import raise_queued_cause
 from fbgemm_npu.native.family import Budget
 
 ALLOWED_KEYS: frozenset[str] = frozenset({"PrivateUse1", "AutogradPrivateUse1", "Meta"})
+# Only for ops a family defines itself (its SCHEMAS): the ops have no upstream CPU kernel.
+OWN_OP_KEYS: frozenset[str] = frozenset({"CPU", "AutogradCPU"})
 
 # The root of the family tree: native/<namespace>/<family>/, public (no "_") packages only.
 NATIVE_ROOT = "fbgemm_npu.native"
@@ -62,11 +66,13 @@ class Registry:
             self.schemas[qualname] = schema
         for qualname, by_key in kernels.items():
             _split(qualname)
-            bad = set(by_key) - ALLOWED_KEYS
+            own = qualname in self.schemas
+            bad = set(by_key) - ALLOWED_KEYS - (OWN_OP_KEYS if own else frozenset())
             if bad:
                 raise ValueError(
                     f"fbgemm_npu registry: {qualname} asks for dispatch key(s) {sorted(bad)}; "
-                    f"only {sorted(ALLOWED_KEYS)} may be registered (docs/design.md rule 1)"
+                    f"only {sorted(ALLOWED_KEYS)} may be registered (docs/design.md rule 1), "
+                    f"and {sorted(OWN_OP_KEYS)} for an op whose schema the family defines"
                 )
             slot = self.kernels.setdefault(qualname, {})
             for key, fn in by_key.items():
@@ -121,7 +127,7 @@ class Registry:
                     holder.register(fn, f"fbgemm_npu ({fn.__module__})", self._library(ns, "IMPL"))
                     done.append(key)
                     continue
-                kernel = _below_autograd(fn) if key == "PrivateUse1" else fn
+                kernel = _below_autograd(fn) if key in ("PrivateUse1", "CPU") else fn
                 self._library(ns, "IMPL").impl(name, kernel, key)
                 done.append(key)
 

@@ -33,6 +33,28 @@ def test_refuses_upstream_keys(key: str) -> None:
     assert registry.kernels == {}, "a refused table must leave nothing behind"
 
 
+def test_an_op_we_define_may_have_a_cpu_kernel() -> None:
+    """mxrec:: ops (our own schemas, no upstream CPU kernel) get CPU kernels; an op of
+    someone else's schema still gets none (test_refuses_upstream_keys), nor a CUDA one."""
+    ns = f"fbgemm_npu_test_{uuid.uuid4().hex[:8]}"
+    registry = Registry()
+
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    registry.add(
+        {f"{ns}::double": {"CPU": double}}, schemas={f"{ns}::double": "double(Tensor x) -> Tensor"}
+    )
+    registry.register()
+    x = torch.ones(2, requires_grad=True)
+    assert getattr(torch.ops, ns).double(x).tolist() == [2.0, 2.0]
+    with pytest.raises(ValueError, match=r"CUDA.*rule 1"):
+        Registry().add(
+            {f"{ns}::double": {"CUDA": double}},
+            schemas={f"{ns}::double": "double(Tensor x) -> Tensor"},
+        )
+
+
 @pytest.mark.parametrize("qualname", ["asynchronous_complete_cumsum", "twice"])
 def test_refuses_op_name_without_namespace(qualname: str) -> None:
     with pytest.raises(ValueError, match="namespace::name"):
