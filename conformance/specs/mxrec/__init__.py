@@ -1,0 +1,1 @@
+"""Specs of the ``mxrec::`` families (Rec SDK Torch ops)."""

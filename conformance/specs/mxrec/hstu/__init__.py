@@ -1,0 +1,1 @@
+"""Specs of the HSTU family (``fbgemm_npu/native/mxrec/hstu/``)."""

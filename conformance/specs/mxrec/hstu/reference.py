@@ -1,0 +1,121 @@
+"""float64 reference of Rec SDK's HSTU attention, written from the math (shared/recsdk-ops.md
+sections 2.3-2.5), never from our kernels: the oracle of the HSTU specs and tests.
+
+Per sequence ``b`` of length ``L`` (rows ``seq_offset[b]:seq_offset[b+1]`` of the jagged q, k, v),
+query head ``h`` and its kv head ``g = h // (N_q / N_k)`` (GQA), with ``s = silu_scale`` or
+``1 / max_seq_len`` when it is 0::
+
+    qkb_ij  = alpha * (q_i . k_j + rab[b, h, i, j])          (alpha scales the bias too)
+    out_i   = sum_j silu(qkb_ij) * s * mask_ij * v_j          (j < L)
+
+``mask_ij`` (``mask_type``): 0 = built-in causal with context and targets (:func:`causal_mask`),
+2 = none (all ``L`` keys), 3 = the custom multiplicative tensor ``mask[b, h, i, j]``.  Padding
+positions contribute nothing and jagged output rows exist only for real tokens.  Everything is
+computed in float64 (per batch Python loops: an oracle, not a kernel).
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["causal_mask", "hstu_jagged_reference", "hstu_dense_reference"]
+
+F64 = torch.float64
+
+
+def causal_mask(length: int, n_context: int, n_target: int, group: int) -> torch.Tensor:
+    """``[L, L]`` float64 0/1 visibility of the built-in mask (mask_type 0) of one sequence:
+
+    * causal: key ``j`` visible to query ``i`` iff ``j <= i``;
+    * context: rows ``i < n_context`` see every non-target key ``j < L - n_target``;
+    * targets (``group > 0``): among the last ``n_target`` positions, target ``i`` sees target
+      ``j`` only if ``j <= i`` and both are in the same group of ``group`` targets (counted from
+      the first target); targets see all history.  ``group == 0``: no target rule (causal).
+    """
+    i = torch.arange(length).view(-1, 1)
+    j = torch.arange(length).view(1, -1)
+    visible = j <= i
+    history = length - n_target
+    visible |= (i < n_context) & (j < history)
+    if group > 0 and n_target > 0:
+        both = (i >= history) & (j >= history)
+        same = torch.div(i - history, group, rounding_mode="floor") == torch.div(
+            j - history, group, rounding_mode="floor"
+        )
+        visible &= ~both | same
+    return visible.to(F64)
+
+
+def hstu_jagged_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    seq_offset: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    attn_bias: torch.Tensor | None = None,
+    mask_type: int = 0,
+    max_seq_len: int = 0,
+    silu_scale: float = 0.0,
+    num_context: torch.Tensor | None = None,
+    num_target: torch.Tensor | None = None,
+    target_group_size: int = 0,
+    alpha: float = 1.0,
+) -> torch.Tensor:
+    """``[T, N_q, D_v]`` float64 output of ``mxrec::hstu_jagged.equal`` for jagged
+    ``q [T, N_q, D_qk]``, ``k [T, N_k, D_qk]``, ``v [T, N_k, D_v]``; ``mask`` / ``attn_bias``
+    ``[B, N_q, S, S]`` with ``S = max_seq_len`` (0: the longest sequence)."""
+    offsets = [int(x) for x in seq_offset.tolist()]
+    batches = len(offsets) - 1
+    lengths = [offsets[b + 1] - offsets[b] for b in range(batches)]
+    s_max = max_seq_len or max(lengths, default=0)
+    scale = silu_scale if silu_scale != 0.0 else 1.0 / max(s_max, 1)
+    ratio = q.size(1) // k.size(1)
+    out = torch.zeros(q.size(0), q.size(1), v.size(2), dtype=F64)
+    for b in range(batches):
+        lo, n = offsets[b], lengths[b]
+        if n == 0:
+            continue
+        qb = q[lo : lo + n].to(F64).permute(1, 0, 2)  # [N_q, L, D]
+        kb = k[lo : lo + n].to(F64).repeat_interleave(ratio, dim=1).permute(1, 0, 2)
+        vb = v[lo : lo + n].to(F64).repeat_interleave(ratio, dim=1).permute(1, 0, 2)
+        qk = qb @ kb.transpose(1, 2)
+        if attn_bias is not None:
+            qk = qk + attn_bias[b, :, :n, :n].to(F64)
+        score = torch.nn.functional.silu(alpha * qk) * scale
+        if mask_type == 0:
+            nc = 0 if num_context is None else int(num_context[b])
+            nt = 0 if num_target is None else int(num_target[b])
+            score = score * causal_mask(n, nc, nt, target_group_size)
+        elif mask_type == 3:
+            assert mask is not None
+            score = score * mask[b, :, :n, :n].to(F64)
+        out[lo : lo + n] = (score @ vb).permute(1, 0, 2)
+    return out
+
+
+def hstu_dense_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    attn_bias: torch.Tensor | None = None,
+    mask_type: int = 0,
+    max_seq_len: int = 0,
+    silu_scale: float = 0.0,
+) -> torch.Tensor:
+    """``[B, S, N_q, D_v]`` float64 output of ``mxrec::hstu_dense`` (normal layout: every
+    sequence ``S`` long, alpha 1): the jagged reference on the flattened rows."""
+    b, s = q.shape[:2]
+    offsets = torch.arange(b + 1) * s
+    out = hstu_jagged_reference(
+        q.flatten(0, 1),
+        k.flatten(0, 1),
+        v.flatten(0, 1),
+        offsets,
+        mask,
+        attn_bias,
+        mask_type,
+        max_seq_len or s,
+        silu_scale,
+    )
+    return out.view(b, s, q.size(2), v.size(3))
