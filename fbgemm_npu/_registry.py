@@ -172,8 +172,9 @@ def _split(qualname: str) -> tuple[str, str]:
 
 
 def _op_exists(qualname: str) -> bool:
+    name, _, overload = qualname.partition(".")  # "mxrec::hstu_jagged.equal": an overload
     try:
-        torch._C._dispatch_find_schema_or_throw(qualname, "")
+        torch._C._dispatch_find_schema_or_throw(name, overload)
     except RuntimeError:
         return False
     return True

@@ -160,7 +160,8 @@ _ABSENT = object()
 def _tensor_arguments(qualname: str) -> tuple[tuple[int, str, bool, bool], ...]:
     """``(position, name, optional, list)`` of every tensor argument of ``qualname``'s schema."""
     ns, name = qualname.split("::", 1)
-    schema = getattr(getattr(torch.ops, ns), name).default._schema
+    name, _, overload = name.partition(".")  # "hstu_jagged.equal": the overload's schema
+    schema = getattr(getattr(getattr(torch.ops, ns), name), overload or "default")._schema
     return tuple(
         (i, a.name, *_TENSOR_KINDS[str(a.type)])
         for i, a in enumerate(schema.arguments)
