@@ -1,0 +1,14 @@
+"""The HSTU family (Rec SDK's attention): ``mxrec::hstu_jagged.equal`` and its backward."""
+
+from __future__ import annotations
+
+from fbgemm_npu.native._checks import guard_tensor_arguments
+from fbgemm_npu.native.family import merge_kernels
+from fbgemm_npu.native.mxrec.hstu import hstu_jagged
+from fbgemm_npu.native.mxrec.hstu.budgets import BUDGETS
+
+# every kernel checks its tensor arguments first (None, objects): native/_checks.py
+KERNELS = guard_tensor_arguments(merge_kernels(hstu_jagged.KERNELS))
+SCHEMAS: dict[str, str] = dict(hstu_jagged.SCHEMAS)
+
+__all__ = ["BUDGETS", "KERNELS", "SCHEMAS"]

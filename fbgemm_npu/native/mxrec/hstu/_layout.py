@@ -1,0 +1,180 @@
+"""Argument checks of the HSTU ops and the jagged <-> padded layout change around the tile program.
+
+The jagged rows of batch ``b`` are ``seq_offset[b]:seq_offset[b + 1]``; the padded layout has
+``S = max_seq_len`` rows per batch.  Both directions are gathers (``index_select``, int32 index
+arithmetic, no ``searchsorted``: docs/hardware.md), and every index is clamped into its buffer so
+that bad offsets (whose data checks are queued, not waited for) stay memory-safe.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fbgemm_npu.native._checks import (
+    DataChecks,
+    check_dtype,
+    check_ndim,
+    check_same_device,
+    check_same_dtype,
+    check_tensor,
+    non_decreasing,
+)
+from fbgemm_npu.native._index import arange_cached, segment_ids
+
+__all__ = [
+    "FLOAT_DTYPES",
+    "check_counts",
+    "check_mask_args",
+    "check_offsets",
+    "check_qkv",
+    "from_padded",
+    "to_padded",
+]
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+OFFSET_DTYPES = (torch.int32, torch.int64)
+
+
+def check_qkv(op: str, q: object, k: object, v: object, ndim: int) -> tuple[torch.Tensor, ...]:
+    """q, k, v checked: rank ``ndim``, one float dtype and device, ``N_q % N_k == 0``, ``N_k``
+    of k == of v, one ``D_qk`` and, along the token / batch dims, the same sizes."""
+    q, k, v = (check_tensor(op, n, t) for n, t in (("q", q), ("k", k), ("v", v)))
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_ndim(op, name, t, (ndim,))
+        check_dtype(op, name, t, FLOAT_DTYPES)
+    check_same_dtype(op, q=q, k=k, v=v)
+    check_same_device(op, q=q, k=k, v=v)
+    lead = ndim - 2
+    if k.shape[:lead] != q.shape[:lead] or v.shape[:lead] != q.shape[:lead]:
+        raise ValueError(
+            f"{op}: arguments 'k' and 'v' must have q's leading sizes {list(q.shape[:lead])}; "
+            f"got {list(k.shape)} and {list(v.shape)}"
+        )
+    nq, nk = q.size(-2), k.size(-2)
+    if nk == 0 or nq % nk != 0 or v.size(-2) != nk:
+        raise ValueError(
+            f"{op}: argument 'k' must have a head count dividing q's ({nq}) and equal to v's "
+            f"({v.size(-2)}); got {nk}"
+        )
+    if k.size(-1) != q.size(-1):
+        raise ValueError(
+            f"{op}: argument 'k' must have q's head dim {q.size(-1)}; got {k.size(-1)}"
+        )
+    return q, k, v
+
+
+def check_mask_args(
+    op: str,
+    q: torch.Tensor,
+    batch: int,
+    s_max: int,
+    mask: torch.Tensor | None,
+    attn_bias: torch.Tensor | None,
+    mask_type: int,
+) -> None:
+    """mask_type in {0, 2, 3} (1, upper triangular, is refused as Rec SDK does); the custom
+    mask (required for 3) and attn_bias ``[B, N_q, S, S]`` in q's dtype and device."""
+    if mask_type == 1:
+        raise ValueError(f"{op}: argument 'mask_type' 1 (upper triangular) is not supported")
+    if mask_type not in (0, 2, 3):
+        raise ValueError(f"{op}: argument 'mask_type' must be 0, 2 or 3; got {mask_type}")
+    if mask_type == 3 and mask is None:
+        raise ValueError(f"{op}: argument 'mask' is required with mask_type 3")
+    want = [batch, q.size(-2), s_max, s_max]
+    for name, t in (("mask", mask if mask_type == 3 else None), ("attn_bias", attn_bias)):
+        if t is None:
+            continue
+        if list(t.shape) != want:
+            raise ValueError(f"{op}: argument '{name}' must have shape {want}; got {list(t.shape)}")
+        if t.dtype != q.dtype:
+            raise ValueError(f"{op}: argument '{name}' must have q's dtype; got {t.dtype}")
+        check_same_device(op, q=q, **{name: t})
+
+
+def check_offsets(op: str, seq_offset: object, q: torch.Tensor) -> torch.Tensor:
+    """seq_offset: 1-D int32 / int64 with at least 2 elements, on q's device."""
+    off = check_tensor(op, "seq_offset", seq_offset)
+    check_ndim(op, "seq_offset", off, (1,))
+    check_dtype(op, "seq_offset", off, OFFSET_DTYPES)
+    if off.numel() < 2:
+        raise ValueError(
+            f"{op}: argument 'seq_offset' must have at least 2 elements; got {off.numel()}"
+        )
+    check_same_device(op, q=q, seq_offset=off)
+    return off
+
+
+def check_counts(
+    op: str, batch: int, q: torch.Tensor, **counts: torch.Tensor | None
+) -> dict[str, torch.Tensor | None]:
+    """num_context / num_target: ``[B]`` int32 / int64 on q's device, as int32 (or None)."""
+    out: dict[str, torch.Tensor | None] = {}
+    for name, t in counts.items():
+        if t is None:
+            out[name] = None
+            continue
+        check_ndim(op, name, t, (1,))
+        check_dtype(op, name, t, OFFSET_DTYPES)
+        if t.numel() != batch:
+            raise ValueError(f"{op}: argument '{name}' must have {batch} elements; got {t.numel()}")
+        check_same_device(op, q=q, **{name: t})
+        out[name] = t.to(torch.int32)
+    return out
+
+
+def queue_data_checks(
+    op: str, off: torch.Tensor, lengths: torch.Tensor, tokens: int, s_max: int | None, **counts
+) -> DataChecks:
+    """The data conditions: offsets start at 0, end at ``tokens``, never decrease; lengths at
+    most ``s_max`` (when given); counts in ``[0, s_max]``."""
+    checks = DataChecks(op)
+    checks.add(off[0], 0, 0, "argument 'seq_offset' must start at 0")
+    checks.add(off[-1], tokens, tokens, f"argument 'seq_offset' must end at q.size(0) = {tokens}")
+    checks.require(non_decreasing(off), "argument 'seq_offset' must be non-decreasing")
+    if s_max is not None:
+        checks.add(lengths.max(), None, s_max, f"sequence lengths must be <= max_seq_len {s_max}")
+    for name, t in counts.items():
+        if t is not None:
+            checks.add(t.min(), 0, None, f"argument '{name}' must be >= 0")
+            if s_max is not None:
+                checks.add(t.max(), None, s_max, f"argument '{name}' must be <= max_seq_len")
+    return checks
+
+
+def to_padded(
+    xs: list[torch.Tensor], off: torch.Tensor, s_max: int
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Jagged ``[T, N, D]`` tensors (one dtype) -> padded ``[B, S, N, D]`` (0 past a length),
+    and the int32 lengths.  One gather of the concatenated rows: launches int32 casts and index
+    arithmetic (about 7), ``cat``, ``index_select``, ``where``."""
+    tokens, batch = xs[0].size(0), off.numel() - 1
+    dev = off.device
+    o = off.to(torch.int32)
+    lengths = o[1:] - o[:-1]
+    pos = arange_cached(s_max, dev, torch.int32).view(1, -1)
+    valid = pos < lengths.view(-1, 1)
+    src = (o[:-1].view(-1, 1) + pos).clamp_(0, max(tokens - 1, 0))  # clamped: bad offsets stay safe
+    widths = [x[0].numel() for x in xs]
+    flat = (
+        torch.cat([x.reshape(tokens, -1) for x in xs], 1)
+        if len(xs) > 1
+        else xs[0].reshape(tokens, -1)
+    )
+    rows = flat.index_select(0, src.view(-1)).view(batch, s_max, -1)
+    rows = torch.where(valid.unsqueeze(-1), rows, 0)
+    out, at = [], 0
+    for x, w in zip(xs, widths, strict=True):
+        out.append(rows[..., at : at + w].view(batch, s_max, *x.shape[1:]))
+        at += w
+    return out, lengths
+
+
+def from_padded(x: torch.Tensor, off: torch.Tensor, tokens: int) -> torch.Tensor:
+    """Padded ``[B, S, N, D]`` -> jagged ``[T, N, D]``: token ``t`` of batch ``b`` at position
+    ``t - seq_offset[b]``.  Launches: segment ids (3), index arithmetic (about 5), a gather."""
+    batch, s_max = x.shape[:2]
+    o = off.to(torch.int32)
+    seg = segment_ids(o, tokens).clamp_(0, batch - 1)
+    pos = arange_cached(tokens, off.device, torch.int32) - o.index_select(0, seg)
+    flat = (seg * s_max + pos).clamp_(0, batch * s_max - 1)
+    return x.reshape(batch * s_max, *x.shape[2:]).index_select(0, flat)

@@ -1,0 +1,38 @@
+"""Budgets of the HSTU family, per query tile (``per="tile"``: a tile is ``t`` query rows of every
+batch and head at once, ``t`` from ``_attention.tile_rows``), measured by
+``tests/mxrec/hstu/test_hstu_budgets.py``.
+
+The setup (offsets, the gather into the padded layout, k / v transposed, the gather back) is
+paid once and sits inside the first tile's count; a call over ``n`` tiles takes at most
+``n * launches``.  No count depends on B or N.  0 syncs with ``max_seq_len`` given; without it
+the contract reads the longest sequence back (1 sync).  Data checks (queued): offsets at 0 and T,
+non-decreasing, lengths and counts within ``[0, max_seq_len]``.  No AI-CPU route: int32 index
+arithmetic, ``index_select`` gathers, segment ids without ``searchsorted``.
+"""
+
+from __future__ import annotations
+
+from fbgemm_npu.native.family import Budget
+
+# fmt: off
+
+_NOTE = (
+    "per query tile; the setup (about 30 launches: offsets, the padded gather, k / v transposed, "
+    "the gather back) is inside the first tile's count. Path 'context_targets': num_context / "
+    "num_target given (the built-in mask's context and target rules, about 18 launches more per "
+    "tile; a fused kernel would build the mask in its tile loop)"
+)
+
+BUDGETS: dict[str, Budget] = {
+    # 1 tile, checks off: 43 (causal), 38 (none), 39 (custom), 42 (bias + alpha); each further
+    # tile 12-15; context_targets: 65 for 1 tile, 30 each further
+    "mxrec::hstu_jagged.equal": Budget(
+        launches=43, checks=5, ai_cpu=0, syncs_unsized=1, per="tile",
+        paths={"context_targets": 65}, note=_NOTE,
+    ),
+    # 1 tile: 80 (causal), 85 (bias + alpha); each further 25-31; context_targets 108, 42 more
+    "mxrec::hstu_jagged_backward.equal": Budget(
+        launches=85, checks=5, ai_cpu=0, syncs_unsized=1, per="tile",
+        paths={"context_targets": 108}, note=_NOTE,
+    ),
+}
