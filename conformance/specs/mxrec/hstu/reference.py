@@ -1,4 +1,4 @@
-"""float64 reference of Rec SDK's HSTU attention, written from the math (shared/recsdk-ops.md
+"""float64 reference of Rec SDK's HSTU attention, written from the math (the Rec SDK notes,
 sections 2.3-2.5), never from our kernels: the oracle of the HSTU specs and tests.
 
 Per sequence ``b`` of length ``L`` (rows ``seq_offset[b]:seq_offset[b+1]`` of the jagged q, k, v),
