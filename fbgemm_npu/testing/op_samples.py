@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from fbgemm_npu.testing import op_samples_rab, op_samples_tbe
+from fbgemm_npu.testing import op_samples_tbe
 
 __all__ = ["Sample", "has_autograd", "sample_ops", "samples"]
 
@@ -343,9 +343,6 @@ def _hstu(d: str, backward: bool) -> list[Sample]:
 
 _BUILDERS["mxrec::hstu_jagged.equal"] = lambda d: _hstu(d, False)
 _BUILDERS["mxrec::hstu_jagged_backward.equal"] = lambda d: _hstu(d, True)
-_BUILDERS.update(op_samples_rab.BUILDERS)  # mxrec::relative_attn_bias_*
-
-
 def has_autograd(qualname: str) -> bool:
     """Whether we register an autograd kernel for ``qualname``."""
     from fbgemm_npu._registry import REGISTRY
