@@ -186,10 +186,18 @@ def _where(error: BaseException) -> str:
     return f" (at {path.group(0) if path else f.filename}:{f.lineno} in {f.name})"
 
 
+def _overload(qualname: str) -> torch._ops.OpOverload:
+    """``"fbgemm::op"`` -> ``torch.ops.fbgemm.op.default``; ``"mxrec::op.overload"`` -> that
+    overload (the mxrec ops keep Rec SDK's overload names)."""
+    ns, name = qualname.split("::", 1)
+    packet, _, overload = name.partition(".")
+    return getattr(getattr(getattr(torch.ops, ns), packet), overload or "default")
+
+
 @pytest.mark.parametrize(("op", "index", "util"), _cases())
 def test_opcheck(op: str, index: int, util: str) -> None:
     args, kwargs = samples(op, NPU)[index]
-    overload = getattr(torch.ops.fbgemm, op.removeprefix(F)).default
+    overload = _overload(op)
     if util == AUTOGRAD:
         autograd_registration_check_npu(overload, args, kwargs)
         return
