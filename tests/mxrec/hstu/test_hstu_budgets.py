@@ -2,8 +2,9 @@
 
 Each op and path is measured with the data checks off and on, at two batch sizes and two head
 counts for one tile count (the launches must not change: every batch and head of a tile run at
-once), and over 1, 4 and 8 tiles (``n`` tiles cost at most ``n`` times the budget).  0 syncs with
-``max_seq_len`` given, 1 without (the contract's read of the longest sequence); 0 AI-CPU.
+once), in float16 and float32, and over 1, 4 and 8 tiles (``n`` tiles cost at most ``n``
+times the budget).  0 syncs with ``max_seq_len`` given, 1 without (the contract's read of the
+longest sequence); 0 AI-CPU.
 Memory: the simulator's peak over a call stays below half of one ``[B, N, S, S]`` float32
 buffer (B = N = 4, S = 512, 16-row tiles: measured 4.3 MiB forward, 7.2 MiB backward, of 16 MiB).
 """
@@ -18,16 +19,20 @@ from fbgemm_npu.testing.budgets import assert_every_path_measured, assert_op_bud
 
 FWD, BWD = "mxrec::hstu_jagged.equal", "mxrec::hstu_jagged_backward.equal"
 S, D = 64, 16
+F16 = torch.float16
 
 
-def _args(batch: int, heads: int, path: str | None, s: int = S) -> tuple[tuple, dict]:
+def _args(
+    batch: int, heads: int, path: str | None, s: int = S, dtype: torch.dtype = torch.float32
+) -> tuple[tuple, dict]:
     g = torch.Generator().manual_seed(batch * heads)
     t = batch * s
     q, k, v, grad = (
-        torch.randn(t, h, D, generator=g).npu() for h in (heads, heads // 2, heads // 2, heads)
+        torch.randn(t, h, D, generator=g).to("npu", dtype)
+        for h in (heads, heads // 2, heads // 2, heads)
     )
     kw: dict = {"max_seq_len": s, "seq_offset": (torch.arange(batch + 1) * s).npu()}
-    kw["attn_bias"] = torch.randn(batch, heads, s, s, generator=g).npu()
+    kw["attn_bias"] = torch.randn(batch, heads, s, s, generator=g).to("npu", dtype)
     kw["alpha"] = 0.5
     if path == "context_targets":
         ones = torch.ones(batch, dtype=torch.int64).npu()
@@ -37,9 +42,9 @@ def _args(batch: int, heads: int, path: str | None, s: int = S) -> tuple[tuple, 
 
 def _measure(op: str, path: str | None, tiles: int, monkeypatch: pytest.MonkeyPatch) -> None:
     counts = []
-    for batch, heads in ((2, 4), (6, 8)):
+    for batch, heads, dtype in ((2, 4, F16), (6, 8, F16), (2, 4, torch.float32)):
         monkeypatch.setattr(_attention, "TILE_ELEMENTS", batch * heads * S * (S // tiles))
-        (q, k, v, grad), kw = _args(batch, heads, path)
+        (q, k, v, grad), kw = _args(batch, heads, path, dtype=dtype)
         args = (q, k, v) if op == FWD else (grad, q, k, v)
         fn = torch.ops.mxrec.hstu_jagged if op == FWD else torch.ops.mxrec.hstu_jagged_backward
         fn(*args, **kw)  # warm: the index caches (_index.arange_cached) grow on a first call
@@ -47,6 +52,7 @@ def _measure(op: str, path: str | None, tiles: int, monkeypatch: pytest.MonkeyPa
         assert c.ai_cpu == 0
         counts.append(c.launches)
     assert counts[0] == counts[1], f"{op}: launches depend on B or N: {counts}"
+    assert counts[2] < counts[0]  # float32 skips the casts
 
 
 CASES = [(op, path) for op in (FWD, BWD) for path in (None, "context_targets")]
