@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from fbgemm_npu.testing import op_samples_tbe
+from fbgemm_npu.testing import op_samples_rab, op_samples_tbe
 
 __all__ = ["Sample", "has_autograd", "sample_ops", "samples"]
 
@@ -323,6 +323,7 @@ _for("regroup_keyed_tensor")(lambda d: _one(_keyed_embs(d), _KEYS, _LENGTHS, _GR
 _for("permute_multi_embedding")(lambda d: _one(_keyed_embs(d), *_permute_args(d)))
 
 _BUILDERS.update({q: op_samples_tbe.builder(q) for q in op_samples_tbe.OPS})
+_BUILDERS.update(op_samples_rab.BUILDERS)  # mxrec::relative_attn_bias_*
 
 
 # --- mxrec hstu: 3 sequences of lengths 2, 0, 3, max_seq_len 4, GQA 4 / 2 heads, D_qk 3, D_v 5 ---

@@ -1,0 +1,1 @@
+"""Specs of the rab family (``fbgemm_npu/native/mxrec/rab/``)."""
