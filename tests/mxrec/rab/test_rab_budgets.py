@@ -32,9 +32,10 @@ def _time(b: int, s: int, n: int, dtype: torch.dtype, tdt: torch.dtype, index: b
     return lambda: op(t, w, 0.301)
 
 
-def _backward(b: int, s: int, n: int, dtype: torch.dtype, tdt: torch.dtype):
+def _backward(b: int, s: int, n: int, dtype: torch.dtype, tdt: torch.dtype, strided: bool = False):
     g = torch.randn(n, b, 2 * s, 2 * s, device=NPU).to(dtype)
     k = torch.randint(0, 129, (b, s, s), device=NPU, dtype=tdt)
+    k = k.transpose(1, 2) if strided else k
     return lambda: M.relative_attn_bias_time_backward(g, k, 129)
 
 
@@ -54,6 +55,14 @@ for dt in (torch.float32, torch.float16):
         CASES.append(
             ("mxrec::relative_attn_bias_time_backward", None, f"backward-{dt}-{tdt}", build)
         )
+CASES.append(
+    (
+        "mxrec::relative_attn_bias_time_backward",
+        "strided",
+        "backward-strided",
+        lambda b, s, n: _backward(b, s, n, torch.float32, torch.int32, strided=True),
+    )
+)
 IDS = [c[2] for c in CASES]
 
 

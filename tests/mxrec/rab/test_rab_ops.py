@@ -140,3 +140,34 @@ def test_backward_refuses_buckets_out_of_range_by_its_queued_check() -> None:
     assert out.shape == (1, 9)
     with pytest.raises(RuntimeError, match="relative_attn_bias_time_backward.*bucket_timestamps"):
         fbgemm_npu.check()
+
+
+def test_sizes_that_cannot_be_allocated_name_the_op_and_argument() -> None:
+    stamps = torch.zeros(1, 2**20, dtype=torch.int32, device="npu").expand(4, 2**20)
+    with pytest.raises(RuntimeError, match="relative_attn_bias_time: .*'timestamps'.*allocated"):
+        M.relative_attn_bias_time(stamps, torch.randn(1, 9, device="npu"), 0.3)
+    g = torch.randn(1, 1, 2, 2, device="npu")
+    k = torch.zeros(1, 1, 1, dtype=torch.int32, device="npu")
+    with pytest.raises(RuntimeError, match="time_backward: .*'num_buckets'.*allocated"):
+        M.relative_attn_bias_time_backward(g, k, 2**50)
+    bias = torch.ones(1, 1, device="npu").expand(2**16, 2**16)
+    with pytest.raises(
+        RuntimeError, match="relative_attn_bias_pos: .*'past_valid_lens'.*allocated"
+    ):
+        M.relative_attn_bias_pos(bias, bias, [1] * 2**12)
+
+
+def test_non_contiguous_inputs_match_the_references() -> None:
+    b, i = torch.randn(8, 8), torch.rand(8, 8)
+    out = M.relative_attn_bias_pos(b.to("npu").t(), i.to("npu").t(), [1, 5])
+    torch.testing.assert_close(out.cpu().double(), pos_reference(b.t(), i.t(), [1, 5]))
+    t = torch.randint(0, 1000, (1, 4), dtype=torch.int32).expand(3, 4)
+    w = torch.randn(9, 2)
+    out = M.relative_attn_bias_time(t.to("npu"), w.to("npu").t(), 0.301)
+    torch.testing.assert_close(out.cpu().double(), time_reference(t, w.t(), 0.301))
+    g = torch.randn(3, 2, 1, 8, 8).transpose(0, 1)[:, :, 0]
+    k = torch.randint(0, 9, (3, 4, 4), dtype=torch.int32).transpose(1, 2)
+    out = M.relative_attn_bias_time_backward(g.to("npu"), k.to("npu"), 9)
+    torch.testing.assert_close(
+        out.cpu().double(), backward_reference(g, k, 9), rtol=1e-5, atol=1e-5
+    )

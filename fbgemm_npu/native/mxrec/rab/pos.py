@@ -28,7 +28,13 @@ from collections.abc import Sequence
 
 import torch
 
-from fbgemm_npu.native._checks import check_dtype, check_ndim, check_same_device, check_tensor
+from fbgemm_npu.native._checks import (
+    allocation_of,
+    check_dtype,
+    check_ndim,
+    check_same_device,
+    check_tensor,
+)
 from fbgemm_npu.native._index import arange_cached
 from fbgemm_npu.native._upload import upload
 
@@ -83,8 +89,10 @@ def relative_attn_bias_pos(
     # p_i >= 2s replaces no row: clamped on the host so the device index stays in the table
     p = upload([[min(v, n - 1)] for v in lens], torch.int64, bias.device)
     rows = torch.clamp(arange_cached(n, bias.device), max=p)  # (b, 2s): min(r, p_i)
-    g = bias.index_select(0, rows.view(-1)).view(b, n, n)
-    return torch.lerp(g, bias[0, 0], ident)
+    what = f"the (b, 2s, 2s) = {(b, n, n)} output of 'past_valid_lens'"
+    with allocation_of(RELATIVE_ATTN_BIAS_POS, what):
+        g = bias.index_select(0, rows.view(-1)).view(b, n, n)
+        return torch.lerp(g, bias[0, 0], ident)
 
 
 def relative_attn_bias_pos_meta(

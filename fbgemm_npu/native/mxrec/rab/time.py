@@ -48,6 +48,7 @@ import torch
 
 from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
+    allocation_of,
     check_dtype,
     check_ndim,
     check_on_device,
@@ -119,14 +120,24 @@ def _rab(w: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
     return w.index_select(1, index).view(w.size(0), b, 2 * s, 2 * s)
 
 
+def _grid(t: torch.Tensor, w: torch.Tensor) -> str:
+    """What an allocation failure names: the sizes 'timestamps' and 'timestamps_weights' ask."""
+    b, s = t.shape
+    return (
+        f"the (b, s, s) = {(b, s, s)} bucket grid of 'timestamps' and the (L, b, 2s, 2s) = "
+        f"{(w.size(0), b, 2 * s, 2 * s)} output of 'timestamps_weights'"
+    )
+
+
 def relative_attn_bias_time_with_index(
     timestamps: torch.Tensor, timestamps_weights: torch.Tensor, bucket_divisor: float
 ) -> list[torch.Tensor]:
     """PrivateUse1 / CPU: ``[rab (L, b, 2s, 2s), bucket (b, s, s) int32]`` (11 launches)."""
     op = RELATIVE_ATTN_BIAS_TIME_WITH_INDEX
     t, w = _check_forward(op, timestamps, timestamps_weights, bucket_divisor)
-    bucket = _buckets(t, w.size(1) - 1, bucket_divisor)
-    return [_rab(w, bucket), bucket]
+    with allocation_of(op, _grid(t, w)):
+        bucket = _buckets(t, w.size(1) - 1, bucket_divisor)
+        return [_rab(w, bucket), bucket]
 
 
 def relative_attn_bias_time(
@@ -134,7 +145,8 @@ def relative_attn_bias_time(
 ) -> torch.Tensor:
     """PrivateUse1 / CPU: ``rab (L, b, 2s, 2s)`` (11 launches)."""
     t, w = _check_forward(RELATIVE_ATTN_BIAS_TIME, timestamps, timestamps_weights, bucket_divisor)
-    return _rab(w, _buckets(t, w.size(1) - 1, bucket_divisor))
+    with allocation_of(RELATIVE_ATTN_BIAS_TIME, _grid(t, w)):
+        return _rab(w, _buckets(t, w.size(1) - 1, bucket_divisor))
 
 
 def _forward_meta(op: str, timestamps: object, weights: object, divisor: float) -> list:
@@ -178,7 +190,10 @@ def relative_attn_bias_time_backward(
     # one dim is always a view (any strides), the float32 sum the only pass over the gradient
     blocks = g.unflatten(2, (s, 2)).unflatten(4, (s, 2)).permute(1, 2, 4, 0, 3, 5)
     src = blocks.sum((4, 5), dtype=torch.float32).view(-1, n_layers)
-    table = torch.zeros((num_buckets, n_layers), dtype=torch.float32, device=g.device)
+    what = f"the (num_buckets, L) = {(num_buckets, n_layers)} table of 'num_buckets'"
+    with allocation_of(RELATIVE_ATTN_BIAS_TIME_BACKWARD, what):
+        table = torch.zeros((num_buckets, n_layers), dtype=torch.float32, device=g.device)
+        out = torch.empty((n_layers, num_buckets), dtype=g.dtype, device=g.device)
     if k.numel() > 0:
         index = k.clamp(0, num_buckets - 1)  # memory-safe under deferred checks
         if validation_enabled():
@@ -187,8 +202,8 @@ def relative_attn_bias_time_backward(
                 torch.eq(index, k).all(),
                 f"argument 'bucket_timestamps' must hold buckets in [0, {num_buckets})",
             )
-        table.index_add_(0, index.view(-1), src)
-    out = torch.empty((n_layers, num_buckets), dtype=g.dtype, device=g.device)
+        # a bucket index in another layout (transposed) is copied once into logical order
+        table.index_add_(0, index.reshape(-1), src)
     return out.copy_(table.t())  # contiguous (L, num_buckets), cast where g is half
 
 
