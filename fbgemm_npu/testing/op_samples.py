@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from fbgemm_npu.testing import op_samples_rab, op_samples_tbe
+from fbgemm_npu.testing import op_samples_hstu, op_samples_tbe
 
 __all__ = ["Sample", "has_autograd", "sample_ops", "samples"]
 
@@ -323,27 +323,9 @@ _for("regroup_keyed_tensor")(lambda d: _one(_keyed_embs(d), _KEYS, _LENGTHS, _GR
 _for("permute_multi_embedding")(lambda d: _one(_keyed_embs(d), *_permute_args(d)))
 
 _BUILDERS.update({q: op_samples_tbe.builder(q) for q in op_samples_tbe.OPS})
-_BUILDERS.update(op_samples_rab.BUILDERS)  # mxrec::relative_attn_bias_*
+_BUILDERS.update(op_samples_hstu.BUILDERS)  # mxrec::hstu_*
 
 
-# --- mxrec hstu: 3 sequences of lengths 2, 0, 3, max_seq_len 4, GQA 4 / 2 heads, D_qk 3, D_v 5 ---
-def _hstu(d: str, backward: bool) -> list[Sample]:
-    off = _t([0, 2, 2, 5], d)
-    q, k, v = _randn(d, 5, 4, 3, seed=1), _randn(d, 5, 2, 3, seed=2), _randn(d, 5, 2, 5, seed=3)
-    lead = (_randn(d, 5, 4, 5, seed=4),) if backward else ()
-    bias = _randn(d, 3, 4, 4, 4, seed=5)
-    mask = (_randn(d, 3, 4, 4, 4, seed=6) > 0).float()
-    counts = {"num_context": _t([1, 0, 1], d), "num_target": _t([1, 0, 1], d, I32)}
-    return [
-        ((*lead, q, k, v), {"max_seq_len": 4, "seq_offset": off}),
-        ((*lead, q, k, v), {"attn_bias": bias, "max_seq_len": 4, "seq_offset": off, "alpha": 0.5}),
-        ((*lead, q, k, v), {"mask": mask, "mask_type": 3, "max_seq_len": 4, "seq_offset": off}),
-        ((*lead, q, k, v), {"max_seq_len": 4, "seq_offset": off, "target_group_size": 1, **counts}),
-    ]
-
-
-_BUILDERS["mxrec::hstu_jagged.equal"] = lambda d: _hstu(d, False)
-_BUILDERS["mxrec::hstu_jagged_backward.equal"] = lambda d: _hstu(d, True)
 def has_autograd(qualname: str) -> bool:
     """Whether we register an autograd kernel for ``qualname``."""
     from fbgemm_npu._registry import REGISTRY

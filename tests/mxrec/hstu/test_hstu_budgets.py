@@ -70,6 +70,30 @@ def test_budget_with_the_checks_on(op, path, tiles, monkeypatch) -> None:  # typ
     _measure(op, path, tiles, monkeypatch)
 
 
+@pytest.mark.parametrize("tiles", [1, 4, 8])
+@pytest.mark.parametrize("op", ["mxrec::hstu_dense", "mxrec::hstu_dense_backward"])
+@pytest.mark.parametrize("dtype", [torch.float32, F16], ids=str)
+def test_dense_budget(op: str, tiles: int, dtype: torch.dtype, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    counts = []
+    for batch, heads in ((2, 4), (6, 8)):
+        monkeypatch.setattr(_attention, "TILE_ELEMENTS", batch * heads * S * (S // tiles))
+        g = torch.Generator().manual_seed(0)
+        q, k, v, grad = (
+            torch.randn(batch, S, h, D, generator=g).to("npu", dtype)
+            for h in (heads, heads // 2, heads // 2, heads)
+        )
+        bias = torch.randn(batch, heads, S, S, generator=g).to("npu", dtype)
+        if op == "mxrec::hstu_dense":
+            fn, args = torch.ops.mxrec.hstu_dense, (q, k, v, None, bias)
+        else:
+            fn, args = torch.ops.mxrec.hstu_dense_backward, (grad, q, k, v, None, bias)
+        fn(*args)  # warm
+        c = assert_op_budget(lambda f=fn, a=args: f(*a), op, units=tiles)
+        assert c.ai_cpu == 0 and c.syncs == 0
+        counts.append(c.launches)
+    assert counts[0] == counts[1], f"{op}: launches depend on B or N: {counts}"
+
+
 def test_without_max_seq_len_one_sync() -> None:
     (q, k, v, _), kw = _args(2, 4, None)
     kw.pop("max_seq_len")
@@ -77,7 +101,8 @@ def test_without_max_seq_len_one_sync() -> None:
 
 
 def test_every_op_and_path_of_the_family_is_measured() -> None:
-    assert_every_path_measured("hstu", CASES)
+    dense = [("mxrec::hstu_dense", None), ("mxrec::hstu_dense_backward", None)]
+    assert_every_path_measured("hstu", [*CASES, *dense])
 
 
 @pytest.mark.parametrize("op", [FWD, BWD])

@@ -1,4 +1,5 @@
-"""Specs of ``mxrec::hstu_jagged.equal`` (forward, and its backward through autograd).
+"""Specs of ``mxrec::hstu_jagged.equal`` and ``mxrec::hstu_dense`` (forward, and the backward
+through autograd; the dense spec: B 1-3, S 1-6, a bias always, mask_type 1 one in 8 times).
 
 Inputs: 1-4 sequences of lengths 0..6 (empty ones included), ``max_seq_len`` the longest plus
 0-2, GQA (``N_k`` 1-2, ratio 1-2), ``D_qk`` and ``D_v`` 1-8 drawn apart, int32 / int64 offsets,
@@ -22,7 +23,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.harness import BudgetUse, Compare, OpSpec, Tol
-from conformance.specs.mxrec.hstu.reference import hstu_jagged_reference
+from conformance.specs.mxrec.hstu.reference import hstu_dense_reference, hstu_jagged_reference
 from fbgemm_npu.native.mxrec.hstu._attention import tile_rows
 
 FWD = "mxrec::hstu_jagged.equal"
@@ -88,6 +89,33 @@ def _budget(**kw: object) -> BudgetUse:
     return BudgetUse(op=FWD, path=path, units=-(-s // rows))
 
 
+@st.composite
+def _dense_inputs(draw: st.DrawFn) -> tuple[object, ...]:
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    b, s = draw(st.integers(1, 3)), draw(st.integers(1, 6))
+    nk, ratio = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    nq, dqk, dv = nk * ratio, draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    dtype = draw(st.sampled_from(tuple(TOL)))
+    q = (0.5 * torch.randn(b, s, nq, dqk, generator=gen)).to(dtype)
+    k = (0.5 * torch.randn(b, s, nk, dqk, generator=gen)).to(dtype)
+    v = torch.randn(b, s, nk, dv, generator=gen).to(dtype)
+    mask_type = draw(st.sampled_from((0, 2, 3, 1) if draw(st.integers(0, 7)) == 7 else (0, 2, 3)))
+    mask = (torch.rand(b, nq, s, s, generator=gen) > 0.3).to(dtype) if mask_type == 3 else None
+    bias = torch.randn(b, nq, s, s, generator=gen).to(dtype)
+    scale = draw(st.sampled_from((0.0, 0.25)))
+    return (q, k, v, mask, bias, mask_type, draw(st.sampled_from((0, s))), scale)
+
+
+def _dense_op(*args: object) -> torch.Tensor:
+    return torch.ops.mxrec.hstu_dense(*args)
+
+
+def _dense_budget(*args: object) -> BudgetUse:
+    q = args[0]
+    b, s, n = q.shape[:3]  # type: ignore[attr-defined]
+    return BudgetUse(op="mxrec::hstu_dense", units=-(-s // tile_rows(b, n, s)))
+
+
 SPECS = [
     OpSpec(
         name="hstu_jagged.equal",
@@ -108,5 +136,15 @@ SPECS = [
         reference=hstu_jagged_reference,
         backward=True,
         grad_inputs=("q", "k", "v", "attn_bias"),
+    ),
+    OpSpec(
+        name="hstu_dense",
+        op=_dense_op,
+        inputs=_dense_inputs(),
+        compare=Compare(TOL),
+        budget=_dense_budget,
+        reference=hstu_dense_reference,
+        backward=True,
+        grad_inputs=(0, 1, 2, 4),
     ),
 ]

@@ -51,7 +51,7 @@ class Problem:
     q: torch.Tensor  # [B, S, N_q, D_qk]
     k: torch.Tensor  # [B, S, N_k, D_qk]
     v: torch.Tensor  # [B, S, N_k, D_v]
-    lengths: torch.Tensor  # [B] int32
+    lengths: torch.Tensor | None  # [B] int32; None: every sequence S long
     num_context: torch.Tensor | None  # [B] int32
     num_target: torch.Tensor | None  # [B] int32
     group: int
@@ -72,12 +72,16 @@ class Problem:
 
 
 def _visible(p: Problem, r0: int, r1: int) -> torch.Tensor:
-    """``[B, 1, t, S]`` bool: key ``j`` visible to query ``i`` (rows ``r0:r1``) in its sequence.
-    Launches: about 8 (causal with context and targets), 3 (none / custom)."""
+    """``[B, 1, t, S]`` bool (``[1, 1, t, S]`` without lengths): key ``j`` visible to query ``i``
+    (rows ``r0:r1``) in its sequence.  Launches: about 8 (causal with context and targets), 3
+    (none / custom), 1 without lengths."""
     s = p.q.size(1)
     dev = p.q.device
     j = arange_cached(s, dev, torch.int32).view(1, 1, s)
     i = arange_cached(r1, dev, torch.int32)[r0:].view(1, -1, 1)
+    if p.lengths is None:  # every sequence S long (the normal layout): all positions valid
+        causal = j <= i
+        return (causal if p.mask_type == 0 else torch.ones_like(causal)).unsqueeze(1)
     length = p.lengths.view(-1, 1, 1)
     ok = (i < length) & (j < length)
     if p.mask_type == 0:

@@ -35,4 +35,9 @@ BUDGETS: dict[str, Budget] = {
         launches=88, checks=8, path_checks={"context_targets": 12}, ai_cpu=0, syncs_unsized=1,
         per="tile", paths={"context_targets": 107}, note=_NOTE,
     ),
+    # normal layout: no gathers, no lengths, no data checks; 1 tile: 11-16 (float16, custom
+    # mask and bias), each further tile 9-14 (setup 2: k / v transposed)
+    "mxrec::hstu_dense": Budget(launches=16, ai_cpu=0, per="tile", note="per query tile"),
+    # 1 tile: 29-40; each further 23-31 (setup: k / v transposed, dk / dv zeroed, cast, copied)
+    "mxrec::hstu_dense_backward": Budget(launches=40, ai_cpu=0, per="tile", note="per query tile"),
 }
