@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from fbgemm_npu.testing import op_samples_hstu, op_samples_tbe
+from fbgemm_npu.testing import op_samples_hstu, op_samples_rab, op_samples_tbe
 
 __all__ = ["Sample", "has_autograd", "sample_ops", "samples"]
 
@@ -324,6 +324,7 @@ _for("permute_multi_embedding")(lambda d: _one(_keyed_embs(d), *_permute_args(d)
 
 _BUILDERS.update({q: op_samples_tbe.builder(q) for q in op_samples_tbe.OPS})
 _BUILDERS.update(op_samples_hstu.BUILDERS)  # mxrec::hstu_*
+_BUILDERS.update(op_samples_rab.BUILDERS)  # mxrec::relative_attn_bias_*
 
 
 def has_autograd(qualname: str) -> bool:
