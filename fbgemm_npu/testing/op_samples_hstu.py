@@ -52,7 +52,24 @@ def _hstu_dense(d: str, backward: bool) -> list[Sample]:
     ]
 
 
+def _hstu_delta(d: str, backward: bool) -> list[Sample]:
+    """3 batches: q lengths 1, 0, 2 against k lengths 2, 1, 3 (max 2 / 3), GQA 4 / 2."""
+    off, off_k = _t([0, 1, 1, 3], d), _t([0, 2, 3, 6], d, I32)
+    q, k, v = _randn(d, 3, 4, 3, seed=1), _randn(d, 6, 2, 3, seed=2), _randn(d, 6, 2, 5, seed=3)
+    lead = (_randn(d, 3, 4, 5, seed=4),) if backward else ()
+    sizes = {"max_seq_len": 2, "max_seq_len_k": 3, "seq_offset": off, "seq_offset_k": off_k}
+    bias = _randn(d, 3, 4, 2, 3, seed=5)
+    counts = {"num_context": _t([1, 0, 1], d), "num_target": _t([1, 0, 1], d)}
+    return [
+        ((*lead, q, k, v), sizes),
+        ((*lead, q, k, v), {"attn_bias": bias, "alpha": 0.5, **sizes}),
+        ((*lead, q, k, v), {"target_group_size": 1, **counts, **sizes}),
+    ]
+
+
 BUILDERS: dict[str, Callable[[str], list[Sample]]] = {
+    "mxrec::hstu_jagged.delta": lambda d: _hstu_delta(d, False),
+    "mxrec::hstu_jagged_backward.delta": lambda d: _hstu_delta(d, True),
     "mxrec::hstu_jagged.equal": lambda d: _hstu(d, False),
     "mxrec::hstu_jagged_backward.equal": lambda d: _hstu(d, True),
     "mxrec::hstu_dense": lambda d: _hstu_dense(d, False),

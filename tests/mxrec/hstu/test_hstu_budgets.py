@@ -102,7 +102,12 @@ def test_without_max_seq_len_one_sync() -> None:
 
 def test_every_op_and_path_of_the_family_is_measured() -> None:
     dense = [("mxrec::hstu_dense", None), ("mxrec::hstu_dense_backward", None)]
-    assert_every_path_measured("hstu", [*CASES, *dense])
+    delta = [  # test_hstu_delta.py: test_budget_per_tile
+        (f"mxrec::{op}.delta", path)
+        for op in ("hstu_jagged", "hstu_jagged_backward")
+        for path in (None, "context_targets")
+    ]
+    assert_every_path_measured("hstu", [*CASES, *dense, *delta])
 
 
 @pytest.mark.parametrize("op", [FWD, BWD])

@@ -1,5 +1,6 @@
-"""Specs of ``mxrec::hstu_jagged.equal`` and ``mxrec::hstu_dense`` (forward, and the backward
-through autograd; the dense spec: B 1-3, S 1-6, a bias always, mask_type 1 one in 8 times).
+"""Specs of ``mxrec::hstu_jagged.equal``, ``mxrec::hstu_dense`` and ``mxrec::hstu_jagged.delta``
+(forward, and the backward through autograd; the dense spec: B 1-3, S 1-6, a bias always; the
+delta spec: q lengths 0..L_k of k lengths 0-6, a bias always; mask_type 1 one in 8 times).
 
 Inputs: 1-4 sequences of lengths 0..6 (empty ones included), ``max_seq_len`` the longest plus
 0-2, GQA (``N_k`` 1-2, ratio 1-2), ``D_qk`` and ``D_v`` 1-8 drawn apart, int32 / int64 offsets,
@@ -23,7 +24,11 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.harness import BudgetUse, Compare, OpSpec, Tol
-from conformance.specs.mxrec.hstu.reference import hstu_dense_reference, hstu_jagged_reference
+from conformance.specs.mxrec.hstu.reference import (
+    hstu_delta_reference,
+    hstu_dense_reference,
+    hstu_jagged_reference,
+)
 from fbgemm_npu.native.mxrec.hstu._attention import tile_rows
 
 FWD = "mxrec::hstu_jagged.equal"
@@ -116,6 +121,52 @@ def _dense_budget(*args: object) -> BudgetUse:
     return BudgetUse(op="mxrec::hstu_dense", units=-(-s // tile_rows(b, n, s)))
 
 
+@st.composite
+def _delta_inputs(draw: st.DrawFn) -> dict[str, object]:
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    lk = draw(st.lists(st.integers(0, 6), min_size=1, max_size=3))
+    lq = [draw(st.integers(0, n)) for n in lk]
+    b, sq, sk = len(lk), max(max(lq), 1), max(max(lk), 1) + draw(st.integers(0, 1))
+    nk, ratio = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    nq, dqk, dv = nk * ratio, draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    dtype = draw(st.sampled_from(tuple(TOL)))
+    odt = draw(st.sampled_from((torch.int32, torch.int64)))
+    kw: dict[str, object] = {
+        "q": (0.5 * torch.randn(sum(lq), nq, dqk, generator=gen)).to(dtype),
+        "k": (0.5 * torch.randn(sum(lk), nk, dqk, generator=gen)).to(dtype),
+        "v": torch.randn(sum(lk), nk, dv, generator=gen).to(dtype),
+        "attn_bias": torch.randn(b, nq, sq, sk, generator=gen).to(dtype),
+        "mask_type": draw(st.sampled_from((0, 0, 2, 3))),
+        "max_seq_len": sq,
+        "max_seq_len_k": sk,
+        "seq_offset": torch.tensor([0, *torch.tensor(lq).cumsum(0).tolist()], dtype=odt),
+        "seq_offset_k": torch.tensor([0, *torch.tensor(lk).cumsum(0).tolist()], dtype=odt),
+        "alpha": draw(st.sampled_from((1.0, 0.5))),
+    }
+    if kw["mask_type"] == 3:
+        kw["mask"] = (torch.rand(b, nq, sq, sk, generator=gen) > 0.3).to(dtype)
+    if kw["mask_type"] == 0 and draw(st.booleans()):
+        nt = [draw(st.integers(0, n)) for n in lk]
+        kw["num_target"] = torch.tensor(nt, dtype=odt)
+        kw["num_context"] = torch.tensor([draw(st.integers(0, n)) for n in lk], dtype=odt)
+        kw["target_group_size"] = draw(st.integers(0, 2))
+    if draw(st.integers(0, 7)) == 7:
+        kw["mask_type"] = 1
+    return kw
+
+
+def _delta_op(**kw: object) -> torch.Tensor:
+    return torch.ops.mxrec.hstu_jagged.delta(**kw)
+
+
+def _delta_budget(**kw: object) -> BudgetUse:
+    q, off = kw["q"], kw["seq_offset"]
+    sq, sk = int(kw["max_seq_len"]), int(kw["max_seq_len_k"])  # type: ignore[arg-type]
+    rows = tile_rows(off.numel() - 1, q.size(1), sq, sk)  # type: ignore[union-attr]
+    path = "context_targets" if kw.get("num_target") is not None else None
+    return BudgetUse(op="mxrec::hstu_jagged.delta", path=path, units=-(-sq // rows))
+
+
 SPECS = [
     OpSpec(
         name="hstu_jagged.equal",
@@ -146,5 +197,15 @@ SPECS = [
         reference=hstu_dense_reference,
         backward=True,
         grad_inputs=(0, 1, 2, 4),
+    ),
+    OpSpec(
+        name="hstu_jagged.delta",
+        op=_delta_op,
+        inputs=_delta_inputs(),
+        compare=Compare(TOL),
+        budget=_delta_budget,
+        reference=hstu_delta_reference,
+        backward=True,
+        grad_inputs=("q", "k", "v", "attn_bias"),
     ),
 ]

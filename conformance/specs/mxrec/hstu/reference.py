@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["causal_mask", "hstu_jagged_reference", "hstu_dense_reference"]
+__all__ = ["causal_mask", "hstu_delta_reference", "hstu_dense_reference", "hstu_jagged_reference"]
 
 F64 = torch.float64
 
@@ -119,3 +119,55 @@ def hstu_dense_reference(
         silu_scale,
     )
     return out.view(b, s, q.size(2), v.size(3))
+
+
+def hstu_delta_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    attn_bias: torch.Tensor | None = None,
+    mask_type: int = 0,
+    max_seq_len: int = 0,
+    max_seq_len_k: int = 0,
+    silu_scale: float = 0.0,
+    seq_offset: torch.Tensor | None = None,
+    seq_offset_k: torch.Tensor | None = None,
+    num_context: torch.Tensor | None = None,
+    num_target: torch.Tensor | None = None,
+    target_group_size: int = 0,
+    alpha: float = 1.0,
+) -> torch.Tensor:
+    """``[T_q, N_q, D_v]`` float64 output of ``mxrec::hstu_jagged.delta``: batch ``b``'s ``L_q``
+    queries are the last ``L_q`` positions of its ``L_k`` keys (q aligned to the end of k), so
+    the built-in mask is rows ``L_k - L_q ..`` of the ``[L_k, L_k]`` mask of :func:`causal_mask`
+    (causal bottom-right aligned: ``j <= i + L_k - L_q``; context and targets by key position,
+    our reading); mask / bias ``[B, N_q, S_q, S_k]`` indexed by (local q row, local k col);
+    ``s = silu_scale`` or ``1 / max_seq_len``."""
+    assert seq_offset is not None and seq_offset_k is not None
+    oq, ok = [int(x) for x in seq_offset.tolist()], [int(x) for x in seq_offset_k.tolist()]
+    lq = [oq[b + 1] - oq[b] for b in range(len(oq) - 1)]
+    lk = [ok[b + 1] - ok[b] for b in range(len(ok) - 1)]
+    s_q = max_seq_len or max(lq, default=1)
+    scale = silu_scale if silu_scale != 0.0 else 1.0 / max(s_q, 1)
+    ratio = q.size(1) // k.size(1)
+    out = torch.zeros(q.size(0), q.size(1), v.size(2), dtype=F64)
+    for b, (nq, nk) in enumerate(zip(lq, lk, strict=True)):
+        if nq == 0:
+            continue
+        qb = q[oq[b] : oq[b] + nq].to(F64).permute(1, 0, 2)
+        kb = k[ok[b] : ok[b] + nk].to(F64).repeat_interleave(ratio, dim=1).permute(1, 0, 2)
+        vb = v[ok[b] : ok[b] + nk].to(F64).repeat_interleave(ratio, dim=1).permute(1, 0, 2)
+        qk = qb @ kb.transpose(1, 2)
+        if attn_bias is not None:
+            qk = qk + attn_bias[b, :, :nq, :nk].to(F64)
+        score = torch.nn.functional.silu(alpha * qk) * scale
+        if mask_type == 0:
+            nc = 0 if num_context is None else int(num_context[b])
+            nt = 0 if num_target is None else int(num_target[b])
+            score = score * causal_mask(nk, nc, nt, target_group_size)[nk - nq :]
+        elif mask_type == 3:
+            assert mask is not None
+            score = score * mask[b, :, :nq, :nk].to(F64)
+        out[oq[b] : oq[b] + nq] = (score @ vb).permute(1, 0, 2)
+    return out

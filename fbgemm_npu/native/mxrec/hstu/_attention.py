@@ -37,10 +37,11 @@ __all__ = ["TILE_ELEMENTS", "Problem", "attention_backward", "attention_forward"
 TILE_ELEMENTS = 1 << 22
 
 
-def tile_rows(batch: int, heads: int, s_max: int) -> int:
-    """Query rows per tile: the most with ``batch * heads * rows * s_max <= TILE_ELEMENTS``, at
-    least 1 and at most ``s_max``.  Host arithmetic on sizes only."""
-    per_row = max(1, batch * heads * s_max)
+def tile_rows(batch: int, heads: int, s_max: int, s_keys: int | None = None) -> int:
+    """Query rows per tile: the most with ``batch * heads * rows * s_keys <= TILE_ELEMENTS``
+    (``s_keys``: the key rows, ``s_max`` unless given), at least 1 and at most ``s_max``.  Host
+    arithmetic on sizes only."""
+    per_row = max(1, batch * heads * (s_max if s_keys is None else s_keys))
     return max(1, min(s_max, TILE_ELEMENTS // per_row))
 
 
@@ -60,6 +61,8 @@ class Problem:
     mask_type: int
     scale: float
     alpha: float
+    k_lengths: torch.Tensor | None = None  # [B] int32 key lengths where they differ (delta)
+    shift: torch.Tensor | None = None  # [B] int32 L_k - L_q: query i sits at key position i + shift
 
     @property
     def ratio(self) -> int:
@@ -67,7 +70,7 @@ class Problem:
 
     def tiles(self) -> list[tuple[int, int]]:
         b, s, n = self.q.size(0), self.q.size(1), self.q.size(2)
-        t = tile_rows(b, n, s)
+        t = tile_rows(b, n, s, self.k.size(1))
         return [(r0, min(s, r0 + t)) for r0 in range(0, s, t)]
 
 
@@ -75,7 +78,7 @@ def _visible(p: Problem, r0: int, r1: int) -> torch.Tensor:
     """``[B, 1, t, S]`` bool (``[1, 1, t, S]`` without lengths): key ``j`` visible to query ``i``
     (rows ``r0:r1``) in its sequence.  Launches: about 8 (causal with context and targets), 3
     (none / custom), 1 without lengths."""
-    s = p.q.size(1)
+    s = p.k.size(1)
     dev = p.q.device
     j = arange_cached(s, dev, torch.int32).view(1, 1, s)
     i = arange_cached(r1, dev, torch.int32)[r0:].view(1, -1, 1)
@@ -83,17 +86,19 @@ def _visible(p: Problem, r0: int, r1: int) -> torch.Tensor:
         causal = j <= i
         return (causal if p.mask_type == 0 else torch.ones_like(causal)).unsqueeze(1)
     length = p.lengths.view(-1, 1, 1)
-    ok = (i < length) & (j < length)
+    klen = p.k_lengths.view(-1, 1, 1) if p.k_lengths is not None else length
+    ok = (i < length) & (j < klen)
     if p.mask_type == 0:
-        ok = ok & (j <= i)
+        a = i + p.shift.view(-1, 1, 1) if p.shift is not None else i  # the query's key position
+        ok = ok & (j <= a)
         target = p.num_target.view(-1, 1, 1) if p.num_target is not None else None
-        history = length - target if target is not None else length
+        history = klen - target if target is not None else klen
         if p.num_context is not None:
-            ok = ok | ((i < p.num_context.view(-1, 1, 1)) & (j < history) & (i < length))
+            ok = ok | ((a < p.num_context.view(-1, 1, 1)) & (j < history) & (i < length))
         if target is not None and p.group > 0:
-            gi = torch.div(i - history, p.group, rounding_mode="floor")
+            ga = torch.div(a - history, p.group, rounding_mode="floor")
             gj = torch.div(j - history, p.group, rounding_mode="floor")
-            ok = ok & ((i < history) | (j < history) | (gi == gj))
+            ok = ok & ((a < history) | (j < history) | (ga == gj))
     return ok.unsqueeze(1)
 
 
@@ -115,7 +120,7 @@ def _scores(
     """``(qkb, M)`` of a tile: ``[B, N_q, t, S]`` float32 and the float32 mask.
     Launches: matmul, the float32 cast (not for float32), bias add and alpha scale when they
     apply, the visibility program and its cast, the custom mask's product."""
-    b, t, s = p.q.size(0), r1 - r0, p.q.size(1)
+    b, t, s = p.q.size(0), r1 - r0, p.k.size(1)
     qk = torch.matmul(qh, kt).view(b, p.q.size(2), t, s).float()
     if p.bias is not None:
         qk = qk + p.bias[:, :, r0:r1, :s]
@@ -142,7 +147,7 @@ def attention_forward(p: Problem) -> torch.Tensor:
         qh = _heads(p.q[:, r0:r1], p)
         qkb, m = _scores(p, qh, kt, r0, r1)
         score = (torch.nn.functional.silu(qkb) * (m * p.scale)).to(p.q.dtype)
-        o = torch.matmul(score.view(b, p.k.size(2), -1, s), vh)
+        o = torch.matmul(score.view(b, p.k.size(2), -1, p.k.size(1)), vh)
         out[:, r0:r1].copy_(_unheads(o, p, r1 - r0))
     return out
 
@@ -153,7 +158,7 @@ def attention_backward(
     """Padded ``(dq, dk, dv, dbias)`` for the padded output gradient ``grad [B, S, N_q, D_v]``:
     dq / dk / dv in q's dtype and padded shapes, dbias ``[B, N_q, S, S]`` in the bias's dtype
     (None without a bias; 0 outside the visible entries).  Launches: 6 + about 26 per tile."""
-    b, s, n = p.q.shape[:3]
+    b, n, s = p.q.size(0), p.q.size(2), p.k.size(1)  # s: key rows
     nk, dt = p.k.size(2), p.q.dtype
     kt, vh = _kv(p)
     kh = p.k.permute(0, 2, 1, 3)  # [B, N_k, S, D_qk] (matmul's operand, a view)

@@ -35,9 +35,12 @@ FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 OFFSET_DTYPES = (torch.int32, torch.int64)
 
 
-def check_qkv(op: str, q: object, k: object, v: object, ndim: int) -> tuple[torch.Tensor, ...]:
+def check_qkv(
+    op: str, q: object, k: object, v: object, ndim: int, q_rows: bool = True
+) -> tuple[torch.Tensor, ...]:
     """q, k, v checked: rank ``ndim``, one float dtype and device, ``N_q % N_k == 0``, ``N_k``
-    of k == of v, one ``D_qk`` and, along the token / batch dims, the same sizes."""
+    of k == of v, one ``D_qk`` and, along the token / batch dims, the same sizes (k and v only,
+    without ``q_rows``: delta's q has rows of its own)."""
     q, k, v = (check_tensor(op, n, t) for n, t in (("q", q), ("k", k), ("v", v)))
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_ndim(op, name, t, (ndim,))
@@ -45,9 +48,10 @@ def check_qkv(op: str, q: object, k: object, v: object, ndim: int) -> tuple[torc
     check_same_dtype(op, q=q, k=k, v=v)
     check_same_device(op, q=q, k=k, v=v)
     lead = ndim - 2
-    if k.shape[:lead] != q.shape[:lead] or v.shape[:lead] != q.shape[:lead]:
+    rows = q.shape[:lead] if q_rows else k.shape[:lead]
+    if k.shape[:lead] != rows or v.shape[:lead] != rows:
         raise ValueError(
-            f"{op}: arguments 'k' and 'v' must have q's leading sizes {list(q.shape[:lead])}; "
+            f"{op}: arguments 'k' and 'v' must have the leading sizes {list(rows)}; "
             f"got {list(k.shape)} and {list(v.shape)}"
         )
     nq, nk = q.size(-2), k.size(-2)
@@ -71,6 +75,7 @@ def check_mask_args(
     mask: torch.Tensor | None,
     attn_bias: torch.Tensor | None,
     mask_type: int,
+    s_keys: int | None = None,
 ) -> None:
     """mask_type in {0, 2, 3} (1, upper triangular, is refused as Rec SDK does); the custom
     mask (required for 3) and attn_bias ``[B, N_q, S, S]`` in q's dtype and device."""
@@ -80,7 +85,7 @@ def check_mask_args(
         raise ValueError(f"{op}: argument 'mask_type' must be 0, 2 or 3; got {mask_type}")
     if mask_type == 3 and mask is None:
         raise ValueError(f"{op}: argument 'mask' is required with mask_type 3")
-    want = [batch, q.size(-2), s_max, s_max]
+    want = [batch, q.size(-2), s_max, s_max if s_keys is None else s_keys]
     for name, t in (("mask", mask if mask_type == 3 else None), ("attn_bias", attn_bias)):
         if t is None:
             continue
@@ -91,16 +96,18 @@ def check_mask_args(
         check_same_device(op, q=q, **{name: t})
 
 
-def check_offsets(op: str, seq_offset: object, q: torch.Tensor) -> torch.Tensor:
-    """seq_offset: 1-D int32 / int64 with at least 2 elements, on q's device."""
-    off = check_tensor(op, "seq_offset", seq_offset)
-    check_ndim(op, "seq_offset", off, (1,))
-    check_dtype(op, "seq_offset", off, OFFSET_DTYPES)
+def check_offsets(
+    op: str, seq_offset: object, q: torch.Tensor, name: str = "seq_offset"
+) -> torch.Tensor:
+    """``name`` (seq_offset): 1-D int32 / int64 with at least 2 elements, on q's device."""
+    off = check_tensor(op, name, seq_offset)
+    check_ndim(op, name, off, (1,))
+    check_dtype(op, name, off, OFFSET_DTYPES)
     if off.numel() < 2:
         raise ValueError(
-            f"{op}: argument 'seq_offset' must have at least 2 elements; got {off.numel()}"
+            f"{op}: argument '{name}' must have at least 2 elements; got {off.numel()}"
         )
-    check_same_device(op, q=q, seq_offset=off)
+    check_same_device(op, q=q, **{name: off})
     return off
 
 
@@ -123,14 +130,21 @@ def check_counts(
 
 
 def queue_data_checks(
-    op: str, off: torch.Tensor, lengths: torch.Tensor, tokens: int, s_max: int | None, **counts
+    op: str,
+    off: torch.Tensor,
+    lengths: torch.Tensor,
+    tokens: int,
+    s_max: int | None,
+    name: str = "seq_offset",
+    rows: str = "q.size(0)",
+    **counts: torch.Tensor | None,
 ) -> DataChecks:
     """The data conditions: offsets start at 0, end at ``tokens``, never decrease; lengths at
     most ``s_max`` (when given); counts in ``[0, s_max]``."""
     checks = DataChecks(op)
-    checks.add(off[0], 0, 0, "argument 'seq_offset' must start at 0")
-    checks.add(off[-1], tokens, tokens, f"argument 'seq_offset' must end at q.size(0) = {tokens}")
-    checks.require(non_decreasing(off), "argument 'seq_offset' must be non-decreasing")
+    checks.add(off[0], 0, 0, f"argument '{name}' must start at 0")
+    checks.add(off[-1], tokens, tokens, f"argument '{name}' must end at {rows} = {tokens}")
+    checks.require(non_decreasing(off), f"argument '{name}' must be non-decreasing")
     if s_max is not None:
         checks.add(lengths.max(), None, s_max, f"sequence lengths must be <= max_seq_len {s_max}")
     for name, t in counts.items():

@@ -35,6 +35,17 @@ BUDGETS: dict[str, Budget] = {
         launches=88, checks=8, path_checks={"context_targets": 12}, ai_cpu=0, syncs_unsized=1,
         per="tile", paths={"context_targets": 107}, note=_NOTE,
     ),
+    # delta (q and k of their own offsets): two layouts; 1 tile, checks off: 53 (float16 bias),
+    # each further 14-17; context_targets 72, 33 more a tile; checks both offsets and L_q <= L_k
+    "mxrec::hstu_jagged.delta": Budget(
+        launches=53, checks=13, path_checks={"context_targets": 17}, ai_cpu=0, syncs_unsized=1,
+        per="tile", paths={"context_targets": 72}, note=_NOTE,
+    ),
+    # 1 tile: 101 (float16 bias); each further 28-36; context_targets 120, 53 more
+    "mxrec::hstu_jagged_backward.delta": Budget(
+        launches=101, checks=13, path_checks={"context_targets": 17}, ai_cpu=0, syncs_unsized=1,
+        per="tile", paths={"context_targets": 120}, note=_NOTE,
+    ),
     # normal layout: no gathers, no lengths, no data checks; 1 tile: 11-16 (float16, custom
     # mask and bias), each further tile 9-14 (setup 2: k / v transposed)
     "mxrec::hstu_dense": Budget(launches=16, ai_cpu=0, per="tile", note="per query tile"),
