@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import check_tensor, validation_enabled
 from fbgemm_npu.native.mxrec.hstu import _layout as L
 from fbgemm_npu.native.mxrec.hstu._attention import Problem, attention_backward, attention_forward
+from fbgemm_npu.native.mxrec.hstu._grad import attention_autograd, backward_meta
 
 __all__ = ["KERNELS", "SCHEMAS"]
 
@@ -123,31 +123,15 @@ def hstu_jagged_backward_delta(grad, q, k, v, *args, **kwargs):  # type: ignore[
     )
 
 
-class _Delta(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, bias, rest):  # type: ignore[override]
-        ctx.save_for_backward(q, k, v, bias)
-        ctx.rest = rest
-        return below_autograd(torch.ops.mxrec.hstu_jagged.delta, q, k, v, attn_bias=bias, **rest)
-
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        q, k, v, bias = ctx.saved_tensors
-        rest = {n: x for n, x in ctx.rest.items() if n != "deterministic"}
-        dq, dk, dv, db = torch.ops.mxrec.hstu_jagged_backward.delta(
-            grad.contiguous(), q, k, v, attn_bias=bias, **rest
-        )
-        return dq, dk, dv, (db if bias is not None else None), None
-
-
 def _delta_autograd(q, k, v, *args, deterministic=False, **kwargs):  # type: ignore[no-untyped-def]
     """The autograd kernel: records the call when q, k, v or attn_bias need a gradient."""
     a = _args(args, kwargs)
     bias = a.pop("attn_bias")
     a["deterministic"] = deterministic
-    if not needs_grad(q, k, v, bias):
-        return below_autograd(torch.ops.mxrec.hstu_jagged.delta, q, k, v, attn_bias=bias, **a)
-    return _Delta.apply(q, k, v, bias, a)
+    ops = torch.ops.mxrec
+    return attention_autograd(
+        ops.hstu_jagged.delta, ops.hstu_jagged_backward.delta, q, k, v, bias, a
+    )
 
 
 def _fwd_meta(q, k, v, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -155,9 +139,7 @@ def _fwd_meta(q, k, v, *args, **kwargs):  # type: ignore[no-untyped-def]
 
 
 def _bwd_meta(grad, q, k, v, *args, **kwargs):  # type: ignore[no-untyped-def]
-    bias = _args(args, kwargs)["attn_bias"]
-    db = torch.empty_like(bias) if bias is not None else q.new_empty(0)
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), db
+    return backward_meta(q, k, v, _args(args, kwargs)["attn_bias"])
 
 
 KERNELS = {

@@ -22,6 +22,7 @@ from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import check_tensor
 from fbgemm_npu.native.mxrec.hstu import _layout as L
 from fbgemm_npu.native.mxrec.hstu._attention import Problem, attention_backward, attention_forward
+from fbgemm_npu.native.mxrec.hstu._grad import backward_meta
 
 __all__ = ["KERNELS", "SCHEMAS", "hstu_dense", "hstu_dense_backward"]
 
@@ -140,9 +141,7 @@ def _fwd_meta(q, k, v, *args, **kwargs):  # type: ignore[no-untyped-def]
 
 
 def _bwd_meta(grad, q, k, v, mask=None, attn_bias=None, *args, **kwargs):  # type: ignore[no-untyped-def]
-    """Shapes of the backward: q's, k's, v's, and the bias's (``(0,)`` without one)."""
-    db = torch.empty_like(attn_bias) if attn_bias is not None else q.new_empty(0)
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), db
+    return backward_meta(q, k, v, attn_bias)
 
 
 KERNELS = {

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import check_tensor, validation_enabled
 from fbgemm_npu.native.mxrec.hstu import _layout as L
 from fbgemm_npu.native.mxrec.hstu._attention import Problem, attention_backward, attention_forward
+from fbgemm_npu.native.mxrec.hstu._grad import attention_autograd, backward_meta
 
 __all__ = ["KERNELS", "SCHEMAS", "hstu_jagged_backward_equal", "hstu_jagged_equal"]
 
@@ -168,23 +168,6 @@ def hstu_jagged_backward_equal(
     )
 
 
-class _HstuJagged(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, bias, rest):  # type: ignore[override]
-        ctx.save_for_backward(q, k, v, bias)
-        ctx.rest = rest
-        return below_autograd(torch.ops.mxrec.hstu_jagged.equal, q, k, v, attn_bias=bias, **rest)
-
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        q, k, v, bias = ctx.saved_tensors
-        rest = {n: a for n, a in ctx.rest.items() if n != "deterministic"}
-        dq, dk, dv, db = torch.ops.mxrec.hstu_jagged_backward.equal(
-            grad.contiguous(), q, k, v, attn_bias=bias, **rest
-        )
-        return dq, dk, dv, (db if bias is not None else None), None
-
-
 def _hstu_jagged_autograd(
     q, k, v, mask=None, attn_bias=None, mask_type=0, max_seq_len=0, silu_scale=0.0,
     seq_offset=None, num_context=None, num_target=None, target_group_size=0, alpha=1.0,
@@ -196,11 +179,10 @@ def _hstu_jagged_autograd(
         seq_offset=seq_offset, num_context=num_context, num_target=num_target,
         target_group_size=target_group_size, alpha=alpha, deterministic=deterministic,
     )  # fmt: skip
-    if not needs_grad(q, k, v, attn_bias):
-        return below_autograd(
-            torch.ops.mxrec.hstu_jagged.equal, q, k, v, attn_bias=attn_bias, **rest
-        )
-    return _HstuJagged.apply(q, k, v, attn_bias, rest)
+    ops = torch.ops.mxrec
+    return attention_autograd(
+        ops.hstu_jagged.equal, ops.hstu_jagged_backward.equal, q, k, v, attn_bias, rest
+    )
 
 
 def _fwd_meta(q, k, v, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -209,9 +191,7 @@ def _fwd_meta(q, k, v, *args, **kwargs):  # type: ignore[no-untyped-def]
 
 
 def _bwd_meta(grad, q, k, v, mask=None, attn_bias=None, *args, **kwargs):  # type: ignore[no-untyped-def]
-    """Shapes of the backward: q's, k's, v's, and the bias's (``(0,)`` without one)."""
-    db = torch.empty_like(attn_bias) if attn_bias is not None else q.new_empty(0)
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), db
+    return backward_meta(q, k, v, attn_bias)
 
 
 KERNELS = {
