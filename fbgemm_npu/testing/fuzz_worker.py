@@ -26,6 +26,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from fbgemm_npu.native._pending import check
+from fbgemm_npu.testing.budgets import drain_checks
 
 # what a case can come to; the parent counts them per family
 EQUAL, CLEAR_ERROR, WRONG, REJECTED, UNCLEAR, CRASH, HANG, BAD_CASE, UNSAFE = KINDS = (
@@ -236,20 +237,12 @@ def _aliased_output(fn: Callable[..., Any], args: tuple, kwargs: dict, out: Any)
     return None
 
 
-def drain() -> None:
-    """Empty the deferred checks' queue (a previous case's leftovers are not this case's)."""
-    try:
-        check()
-    except RuntimeError:
-        pass
-
-
 def run_case(case: Any) -> tuple[str, str]:
     """Run one case on our side and, where it needs one, the oracle's; classify the outcome."""
     default = os.environ.get("FBGEMM_NPU_FUZZ_DEVICE", "npu:0")
     fn = resolve(case.target)
     args, kwargs = place(case.args, default), place(case.kwargs, default)
-    drain()
+    drain_checks()  # a previous case's leftovers are not this case's
     try:
         ours = _run(fn, args, kwargs, case.grad)
         # where a caller would read the result: the deferred data checks are read here

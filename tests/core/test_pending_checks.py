@@ -9,6 +9,7 @@ import torch
 import fbgemm_npu
 from fbgemm_npu.native import _pending
 from fbgemm_npu.native._checks import DataChecks, check_on_device
+from fbgemm_npu.testing.budgets import drain_checks
 from fbgemm_npu.testing.counters import count
 
 OP = "fbgemm::jagged_to_padded_dense"
@@ -21,16 +22,9 @@ def mode(monkeypatch: pytest.MonkeyPatch):
     def set_mode(value: str) -> None:
         monkeypatch.setenv("FBGEMM_NPU_VALIDATE", value)
 
-    _drain()
+    drain_checks()
     yield set_mode
-    _drain()
-
-
-def _drain() -> None:
-    try:
-        fbgemm_npu.check()
-    except RuntimeError:
-        pass
+    drain_checks()
 
 
 def _inputs(offsets: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
