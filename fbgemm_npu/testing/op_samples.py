@@ -10,12 +10,15 @@ upstream's modules, and the metadata ops) are in :mod:`.op_samples_tbe`.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from fbgemm_npu.testing import op_samples_hstu, op_samples_rab, op_samples_tbe
+import fbgemm_npu.testing as _testing
+from fbgemm_npu.testing import op_samples_tbe
 
 __all__ = ["Sample", "has_autograd", "sample_ops", "samples"]
 
@@ -323,8 +326,17 @@ _for("regroup_keyed_tensor")(lambda d: _one(_keyed_embs(d), _KEYS, _LENGTHS, _GR
 _for("permute_multi_embedding")(lambda d: _one(_keyed_embs(d), *_permute_args(d)))
 
 _BUILDERS.update({q: op_samples_tbe.builder(q) for q in op_samples_tbe.OPS})
-_BUILDERS.update(op_samples_hstu.BUILDERS)  # mxrec::hstu_*
-_BUILDERS.update(op_samples_rab.BUILDERS)  # mxrec::relative_attn_bias_*
+
+# every other ``op_samples_<family>`` module of this package exports ``BUILDERS`` (qualified name
+# -> builder): found by name, so a new family adds its module and touches nothing here
+for _info in pkgutil.iter_modules(_testing.__path__):
+    if _info.name.startswith("op_samples_") and _info.name != "op_samples_tbe":
+        _extra = importlib.import_module(f"fbgemm_npu.testing.{_info.name}").BUILDERS
+        if set(_extra) & set(_BUILDERS):
+            raise ValueError(
+                f"op_samples: {_info.name} repeats {sorted(set(_extra) & set(_BUILDERS))}"
+            )
+        _BUILDERS.update(_extra)
 
 
 def has_autograd(qualname: str) -> bool:
