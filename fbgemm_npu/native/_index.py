@@ -110,6 +110,8 @@ def warm_caches(device: str | torch.device, n: int = WARM) -> None:
     dev = torch.device(device)
     if dev.type == "cpu":
         return
+    if dev.index is None:  # the caches are keyed by a tensor's device, which has an index: npu:0
+        dev = torch.empty(0, device=dev).device
     for dtype in (torch.int64, torch.int32, torch.float32):
         arange_cached(n, dev, dtype)
     for value in (0, 1, -1):  # -1: the jagged scatters' padding marker (jagged/_utils.py)
