@@ -84,12 +84,19 @@ def test_a_pool_without_pages_and_an_empty_batch() -> None:
 BAD = {
     "page_ids out of range": ({"ids": 99}, "'page_ids' must hold values in"),
     "negative page id": ({"ids": -1}, "'page_ids' must hold values in"),
-    "last_page_len 0": ({"last": 0}, "'last_page_len' must be >= 1"),
-    "last_page_len > page_size": ({"last": 33}, "'last_page_len' must be <= page_size"),
+    "last_page_len 0": ({"last": 0}, r"'last_page_len' must be in \[1, page_size = 32\]; got 0"),
+    "last_page_len > page_size": ({"last": 33}, r"'last_page_len' must be in .*; got 33"),
+    "last_page_len wrapping int32": ({"last": 2**32 + 1}, r"'last_page_len' must be in"),
     "page_offsets not monotone": ({"po": [0, 3, 2, 3, 6]}, "'page_offsets' must be non-decr"),
     "page_offsets past page_ids": ({"po": [0, 3, 3, 4, 7]}, "'page_offsets' must end at"),
     "page_offsets not from 0": ({"po": [1, 3, 3, 4, 6]}, "'page_offsets' must start at 0"),
-    "more pages than s_max_cache": ({"s_c": 40}, "must have <= 2 pages"),
+    # int32 differences of these wrap to 2**31 - 1, 1, 2**31 - 1, 7: all >= 0, summing to 6
+    "page_offsets wrapping int32": (
+        {"po": [0, 2**31 - 1, -(2**31), -1, 6]},
+        "'page_offsets' must be non-decreasing, from",
+    ),
+    "page_offsets past int32": ({"po": [0, 3, 2**32 + 3, 4, 6]}, "'page_offsets' must be non-d"),
+    "more pages than s_max_cache": ({"s_c": 40}, "cache lengths must be <= 40"),
     "longer than s_max_cache": ({"s_c": 90}, "cache lengths must be <= 90"),
 }
 

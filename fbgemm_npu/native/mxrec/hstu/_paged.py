@@ -82,6 +82,14 @@ def check_page_args(
     return cache, po, ids, last
 
 
+def _int32(t: torch.Tensor, saturate: bool) -> torch.Tensor:
+    """int32 ``t``; an int64 one saturated into int32 first when the checks run (a plain cast
+    wraps ``2**32 + 1`` to ``1``, a value the checks would pass)."""
+    if saturate and t.dtype == torch.int64:
+        t = t.clamp(-(2**31), 2**31 - 1)
+    return t.to(torch.int32)
+
+
 def cache_lengths(
     page_offsets: torch.Tensor,
     page_ids: torch.Tensor,
@@ -95,48 +103,50 @@ def cache_lengths(
     clamped to ``[0, s_max]`` (0 for a sequence without pages; no upper clamp for a None
     ``s_max``) and page counts ``n_b``.
 
-    With ``checks``, queues the page data conditions (no sync): ``page_offsets`` starts at 0,
-    ends at ``page_ids.numel()``, never decreases; ``page_ids`` in ``[0, num_pages)``;
-    ``last_page_len`` in ``[1, page_size]`` for a sequence with pages (``[0, page_size]``
-    without); with ``s_max``, at most ``ceil(s_max / page_size)`` pages (checked first: it
-    bounds ``n_b * page_size``, so the length cannot wrap) and lengths ``<= s_max``.  Launches:
-    int32 casts of int64 metadata, sub, sub, add, clamp, plus the checks' reductions."""
-    po = page_offsets.to(torch.int32)
-    last = last_page_len.to(torch.int32)
+    With ``checks``, queues the page data conditions (no sync), one reduction each:
+    ``page_offsets`` starts at 0 and ends at ``page_ids.numel()`` (views), ``n_b`` in
+    ``[0, page_ids.numel()]`` (``aminmax``; with the int64 metadata saturated into int32 and
+    ``B * numel < 2**32`` this is "non-decreasing": a wrapped difference cannot pass), ``page_ids``
+    in ``[0, num_pages)`` (``aminmax``), ``last_page_len`` in ``[1, page_size]`` for a sequence
+    with pages (a sequence without pages reads as a full last page: its value is unused;
+    ``gt``, ``where``, ``aminmax``), and with ``s_max`` lengths ``<= s_max`` (``max``; exact
+    while ``numel * page_size < 2**31``, else the page counts are bounded first).
+    Launches: int32 casts (and saturating clamps) of int64 metadata, sub, sub, add, clamp,
+    plus the checks' 6."""
+    validating = checks is not None
+    po = _int32(page_offsets, validating)
+    last = _int32(last_page_len, validating)
     n = po[1:] - po[:-1]
+    if validating:
+        last = torch.where(n > 0, last, page_size)  # no pages: a "full" page, length 0
     length = torch.add(last - page_size, n, alpha=page_size)  # (n - 1) * ps + last
     if checks is not None:
-        total = page_ids.numel()
-        checks.add(page_offsets[0], 0, 0, "argument 'page_offsets' must start at 0")
-        checks.add(
-            page_offsets[-1], total, total,
-            f"argument 'page_offsets' must end at page_ids.numel() = {total}",
-        )  # fmt: skip
-        checks.require(
-            non_decreasing(page_offsets), "argument 'page_offsets' must be non-decreasing"
-        )
-        if total > 0:
-            checks.add(
-                page_ids.min(), 0, None, f"argument 'page_ids' must hold values in [0, {num_pages})"
-            )
-            checks.add(
-                page_ids.max(), None, num_pages - 1,
-                f"argument 'page_ids' must hold values in [0, {num_pages})",
-            )  # fmt: skip
-        if last.numel() > 0:
-            # a sequence with pages has a last page of 1..page_size rows (n > 0 counts 1)
-            checks.add(
-                (last - (n > 0).to(torch.int32)).min(), 0, None,
-                "argument 'last_page_len' must be >= 1 (a sequence with no pages: >= 0)",
-            )  # fmt: skip
-            checks.add(
-                last.max(), None, page_size,
-                f"argument 'last_page_len' must be <= page_size = {page_size}",
-            )  # fmt: skip
+        total, batch = page_ids.numel(), n.numel()
+        checks.add(po[0], 0, 0, "argument 'page_offsets' must start at 0")
+        checks.add(po[-1], total, total, f"argument 'page_offsets' must end at {total}")
+        if batch > 0:
+            low, high = torch.aminmax(n)
+            what = f"argument 'page_offsets' must be non-decreasing, from 0 to {total}"
+            checks.add(low, 0, None, what)
+            checks.add(high, None, total, what)
+            if batch * total >= 2**32:  # the wrap argument above needs this bound
+                checks.require(
+                    non_decreasing(page_offsets), "argument 'page_offsets' must be non-decreasing"
+                )
+            low, high = torch.aminmax(last)
+            what = f"argument 'last_page_len' must be in [1, page_size = {page_size}]"
+            checks.add(low, 1, None, what)
+            checks.add(high, None, page_size, what)
             if s_max is not None:
                 most = -(-s_max // page_size)
-                checks.add(n.max(), None, most, f"every sequence must have <= {most} pages")
+                if total * page_size >= 2**31:  # n * page_size could wrap: bound n first
+                    checks.add(n.max(), None, most, f"every sequence must have <= {most} pages")
                 checks.add(length.max(), None, s_max, f"cache lengths must be <= {s_max}")
+        if total > 0:
+            low, high = torch.aminmax(page_ids)
+            what = f"argument 'page_ids' must hold values in [0, {num_pages})"
+            checks.add(low, 0, None, what)
+            checks.add(high, None, num_pages - 1, what)
     # n == 0 gives last - ps <= 0 (for a valid last): the clamp at 0 makes it 0
     return length.clamp_(0, s_max), n
 
