@@ -38,7 +38,7 @@ from fbgemm_npu.native._checks import (
 )
 from fbgemm_npu.native._index import arange_cached
 
-__all__ = ["cache_lengths", "check_page_args", "gather_pages"]
+__all__ = ["cache_lengths", "check_page_args", "gather_pages", "page_rows"]
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -99,9 +99,10 @@ def cache_lengths(
     s_max: int | None,
     checks: DataChecks | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(len, n)``: int32 ``[B]`` cache lengths ``(n_b - 1) * page_size + last_page_len[b]``
+    """``(len, first)``: int32 ``[B]`` cache lengths ``(n_b - 1) * page_size + last_page_len[b]``
     clamped to ``[0, s_max]`` (0 for a sequence without pages; no upper clamp for a None
-    ``s_max``) and page counts ``n_b``.
+    ``s_max``) and each sequence's first slot ``page_offsets[b]`` in int32 (for
+    :func:`page_rows`).
 
     With ``checks``, queues the page data conditions (no sync), one reduction each:
     ``page_offsets`` starts at 0 and ends at ``page_ids.numel()`` (views), ``n_b`` in
@@ -148,7 +149,7 @@ def cache_lengths(
             checks.add(low, 0, None, what)
             checks.add(high, None, num_pages - 1, what)
     # n == 0 gives last - ps <= 0 (for a valid last): the clamp at 0 makes it 0
-    return length.clamp_(0, s_max), n
+    return length.clamp_(0, s_max), po[:-1]
 
 
 def gather_pages(
@@ -187,27 +188,42 @@ def gather_pages(
     and a ``where`` per plane (each with its scalar's fill).  0 syncs with ``s_max_cache``.
     """
     cache, po, ids, last = check_page_args(op, kv_cache, page_offsets, page_ids, last_page_len)
-    num_pages, ps, nk, d = cache.size(0), cache.size(2), cache.size(3), cache.size(4)
-    batch = last.numel()
     own = checks is None
     if own:
         checks = DataChecks(op) if validation_enabled() or s_max_cache is None else None
     if s_max_cache is not None and s_max_cache < 0:
         raise ValueError(f"{op}: argument 's_max_cache' must be >= 0; got {s_max_cache}")
-    length, n = cache_lengths(po, ids, last, num_pages, ps, s_max_cache, checks)
+    length, first = cache_lengths(po, ids, last, cache.size(0), cache.size(2), s_max_cache, checks)
     if s_max_cache is None:
         assert checks is not None
-        s_max_cache = checks.read_with([length.max()])[0] if batch > 0 else 0
+        s_max_cache = checks.read_with([length.max()])[0] if last.numel() > 0 else 0
     elif own and checks is not None:
         checks.assert_on_device()
+    return (*page_rows(cache, ids, first, length, s_max_cache), length)
+
+
+def page_rows(
+    kv_cache: torch.Tensor,
+    page_ids: torch.Tensor,
+    first: torch.Tensor,
+    lengths: torch.Tensor,
+    s_max_cache: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gather of :func:`gather_pages` once the lengths are known (:func:`cache_lengths`):
+    padded ``(k, v)`` ``[B, S_c, N_k, D]`` of a checked ``kv_cache``, from each sequence's first
+    page slot ``first [B]`` int32 and its cache length ``lengths [B]`` int32 (in ``[0, S_c]``).
+    Launches: 10 (the page index 4, the page gather, the valid mask, a fill and a where per
+    plane); every index clamped."""
+    cache, ids = kv_cache, page_ids
+    num_pages, ps, nk, d = cache.size(0), cache.size(2), cache.size(3), cache.size(4)
+    batch, dev = lengths.numel(), cache.device
     n_p = -(-s_max_cache // ps)  # pages per sequence the padded layout holds
-    dev = cache.device
     if ids.numel() == 0 or num_pages == 0 or n_p == 0 or batch == 0:
         out = cache.new_zeros(2, batch, s_max_cache, nk, d)  # nothing to gather (or unsafe to)
-        return out[0], out[1], length
+        return out[0], out[1]
     # slot p of sequence b reads page_ids[page_offsets[b] + p]: clamped into page_ids, and the
     # page number into the pool (pages past n_b are masked below)
-    slot = (po[:-1].view(-1, 1) + arange_cached(n_p, dev, torch.int32).view(1, -1)).clamp_(
+    slot = (first.view(-1, 1) + arange_cached(n_p, dev, torch.int32).view(1, -1)).clamp_(
         0, ids.numel() - 1
     )
     page = ids.index_select(0, slot.view(-1)).clamp_(0, num_pages - 1)
@@ -216,10 +232,10 @@ def gather_pages(
     pages = cache.reshape(num_pages, 2 * ps * nk * d).index_select(0, page)
     pages = pages.view(batch, n_p, 2, ps, nk, d)
     j = arange_cached(n_p * ps, dev, torch.int32).view(1, n_p, ps, 1, 1)
-    valid = j < length.view(-1, 1, 1, 1, 1)
+    valid = j < lengths.view(-1, 1, 1, 1, 1)
     # one where per plane: each plane's slice keeps the row order, so its output is contiguous
     k, v = (
         torch.where(valid, pages[:, :, plane], 0).view(batch, n_p * ps, nk, d)[:, :s_max_cache]
         for plane in (0, 1)
     )
-    return k, v, length
+    return k, v
