@@ -1,11 +1,13 @@
-"""``python -m bench ops [--family F] [--repeats N] [--out FILE.md]``; ``python -m bench tbe``.
+"""``python -m bench ops [--family F] [--repeats N] [--out FILE.md]``; ``python -m bench tbe``;
+``python -m bench hstu [--max-seq-len N]``.
 
 The benchmarks follow the kernels' family tree: ``bench/<namespace>/<family>.py`` benchmarks
 ``fbgemm_npu/native/<namespace>/<family>/`` (``bench/fbgemm/jagged.py``, ...) and exports
 ``CASES: list[Case]`` (:mod:`bench.harness`).  ``ops`` runs every family's cases (or those whose
 family matches ``--family``), prints the table and writes it to ``--out``.  ``tbe`` runs the TBE
 lookup benchmark of ``bench/fbgemm/tbe.py``, which is a measurement of its own, not a table of
-cases.
+cases; ``hstu`` the HSTU attention benchmark of ``bench/mxrec/hstu.py`` (ours against a naive
+full-materialisation reference), another.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ BENCH = Path(__file__).resolve().parent
 RESULTS = Path("bench/results")
 # The module of ``python -m bench tbe``; it exports ``main``, not ``CASES``.
 TBE_MODULE = "bench.fbgemm.tbe"
+# The module of ``python -m bench hstu``; it exports ``add_arguments`` and ``main``.
+HSTU_MODULE = "bench.mxrec.hstu"
 
 
 def family_modules() -> list[str]:
@@ -39,7 +43,7 @@ def family_modules() -> list[str]:
 def _cases() -> list[Case]:
     out: list[Case] = []
     for modname in family_modules():
-        if modname == TBE_MODULE:
+        if modname in (TBE_MODULE, HSTU_MODULE):
             continue
         cases = getattr(importlib.import_module(modname), "CASES", None)
         if cases is None:
@@ -64,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     tbe = sub.add_parser("tbe", help="TBE lookup (rowwise AdaGrad): ours vs upstream on CPU")
     tbe.add_argument("--repeats", type=int, default=10)
     tbe.add_argument("--out", type=Path, default=Path("bench/results/tbe.md"))
-    for p in (ops, tbe):
+    hstu = sub.add_parser("hstu", help="HSTU attention: ours vs a naive reference on the npu")
+    importlib.import_module(HSTU_MODULE).add_arguments(hstu)
+    for p in (ops, tbe, hstu):
         p.add_argument(
             "--threads",
             type=int,
@@ -79,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "tbe":
         tbe_bench = importlib.import_module(TBE_MODULE)
         return tbe_bench.main(args.repeats, args.out, threads=args.threads)
+    if args.what == "hstu":
+        return importlib.import_module(HSTU_MODULE).main(args)
 
     from fbgemm_npu.testing import simulate
 
