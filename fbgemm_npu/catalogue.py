@@ -67,8 +67,9 @@ def _paths(budget: Budget) -> str:
     """``name: launches`` per path, ``(+checks)`` where its checks differ from the op's."""
     cells = []
     for name, n in budget.paths.items():
-        extra = budget.path_checks.get(name)
-        cells.append(f"{name}: {n}" + ("" if extra is None else f" (checks {extra})"))
+        extra, setup = budget.path_checks.get(name), budget.path_setup.get(name)
+        cell = f"{name}: {n}" if setup is None else f"{name}: {setup} + {n}"
+        cells.append(cell + ("" if extra is None else f" (checks {extra})"))
     return "; ".join(cells)
 
 
@@ -86,8 +87,11 @@ def budget_cells(budget: Budget | None) -> list[str]:
     syncs = str(budget.syncs)
     if budget.syncs_unsized is not None and budget.syncs_unsized != budget.syncs:
         syncs += f" ({budget.syncs_unsized} if unsized)"
+    launches = str(budget.launches)
+    if budget.setup:
+        launches = f"{budget.setup} + {launches}"
     return [
-        str(budget.launches),
+        launches,
         str(budget.checks),
         syncs,
         _ai_cpu(budget),

@@ -32,6 +32,9 @@ class Budget:
     ``checks`` (a check that grows with the jagged dims, say).  ``ai_cpu``: launches a 910B runs
     on its AI CPU (docs/hardware.md), the most over the dtypes the tests measure; ``path_ai_cpu``
     per named path where it differs; a count above 0 is explained in ``note``.
+    ``setup``: for a per-unit budget, the launches a call pays once whatever its unit count (the
+    HSTU ops' layout change, paid once, then ``launches`` per query tile); ``path_setup`` per
+    named path where it differs.
     ``target``: the catalogue's target (docs/ops.md) where ``launches`` exceeds it, and ``note``
     says why and what would close the gap; a budget is never loosened silently.
     """
@@ -47,6 +50,8 @@ class Budget:
     path_checks: Mapping[str, int] = field(default_factory=dict)
     target: int | None = None
     note: str = ""
+    setup: int = 0
+    path_setup: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.target is not None and self.launches <= self.target:
@@ -56,6 +61,8 @@ class Budget:
             )
         if set(self.path_ai_cpu) - set(self.paths):
             raise ValueError(f"Budget: path_ai_cpu for unknown paths {sorted(self.path_ai_cpu)}")
+        if set(self.path_setup) - set(self.paths):
+            raise ValueError(f"Budget: path_setup for unknown paths {sorted(self.path_setup)}")
         if set(self.path_checks) - set(self.paths):
             raise ValueError(f"Budget: path_checks for unknown paths {sorted(self.path_checks)}")
         if self.target is not None and not self.note:
@@ -68,7 +75,8 @@ class Budget:
             raise KeyError(f"Budget: no path {path!r}; known: {sorted(self.paths)}")
         launches = self.launches if path is None else self.paths[path]
         checks = self.path_checks.get(path, self.checks) if path is not None else self.checks
-        return launches * units + (checks if validating else 0)
+        setup = self.path_setup.get(path, self.setup) if path is not None else self.setup
+        return setup + launches * units + (checks if validating else 0)
 
     def ai_cpu_limit(self, path: str | None = None) -> int | None:
         """AI-CPU launches one call may take on the main path or the named ``path`` (None: the

@@ -264,9 +264,9 @@ class _CountingMode(TorchDispatchMode):
             return func(*args, **kwargs)
         if func.namespace != "aten":
             return self._call(func, args, kwargs)
-        if _has_kernel(func.name(), "CompositeImplicitAutograd"):
-            # Seen undecomposed below autograd (inside our kernels): ``reshape`` here may hide a
-            # ``clone``.  The device decomposes it too, so count its parts.
+        if _has_kernel(func.name(), "CompositeImplicitAutograd") and not torch_npu_supports(func):
+            # Seen undecomposed below autograd: ``reshape`` may hide a ``clone``; count the parts
+            # as the device does -- unless torch_npu has its own kernel (``silu_backward``).
             with self:
                 out = func.decompose(*args, **kwargs)
             if out is not NotImplemented:

@@ -1,26 +1,38 @@
-"""The HSTU attention tile program on a padded layout, shared by every HSTU op.
+"""The HSTU attention tile program on a padded layout, shared by every HSTU op and interface.
 
-Inputs are padded ``q [B, S, N_q, D_qk]``, ``k [B, S, N_k, D_qk]``, ``v [B, S, N_k, D_v]`` (rows at
-or past a sequence's length are zero), the lengths ``[B]`` and the per-batch context / target
-counts.  For query rows ``r0:r1`` of every batch and head at once (a *tile*), with ``g = h // R``
-(``R = N_q / N_k``, GQA) and ``s`` the silu scale::
+Inputs are padded ``q [B, S_q, N_q, D_qk]``, ``k [B, S_k, N_k, D_qk]``, ``v [B, S_k, N_k, D_v]``
+(rows past a sequence's length are zero), the key intervals of the call's mask
+(:mod:`._spans`), an optional multiplicative mask and an optional bias.  For query rows
+``r0:r1`` of every batch and head at once (a *tile*), with ``g = h // R`` (``R = N_q / N_k``,
+GQA), bias head ``h // (N_q / N_b)`` and ``s`` the silu scale::
 
-    qkb[b, h, i, j] = alpha * (q[b, i, h] . k[b, j, g] + rab[b, h, i, j])      (float32)
-    P[b, h, i, j]   = silu(qkb) * s * M[b, h, i, j]                            (cast to q's dtype)
+    qkb[b, h, i, j] = alpha * (q[b, i, h] . k[b, j, g] + bias[b, h', i, j])      (float32)
+    P[b, h, i, j]   = silu(qkb) * s * V[b, h, i, j] * mask[b, h, i, j]            (q's dtype)
     out[b, i, h]    = sum_j P[b, h, i, j] v[b, j, g]
 
-``M`` = valid (``i, j < L_b``) times the mask of ``mask_type`` (0: causal with context and
-targets, 2: none, 3: the custom tensor).  Backward (recsdk-ops.md 2.5), per tile::
+``V`` = the spans' visibility.  Backward (recsdk-ops.md 2.5), per tile, with
+``dS = (dO . v) * s * V * mask * silu'(qkb) * alpha``::
 
-    dP = grad[b, i, h] . v[b, j, g],   dS = dP * s * M * sig * (1 + qkb (1 - sig)) * alpha
-    dv[b, j, g] += sum_{h in g, i} P dO               dk[b, j, g] += sum_{h in g, i} dS q
-    dq[b, i, h]  = sum_j dS k[b, j, g]                drab[b, h, i, j] = dS
+    dv[b, j, g] += sum_{h in g, i} P dO       dk[b, j, g] += sum_{h in g, i} dS q
+    dq[b, i, h]  = sum_j dS k[b, j, g]        dbias[b, h', i, j] = sum_{h -> h'} dS
 
-``sig = sigmoid(qkb)``.  Nothing of size ``[B, N, S, S]`` is ever materialised (besides the bias
-gradient the contract returns): a tile's scores are ``[B, N_q, t, S]`` with ``t`` chosen on the
-host (:func:`tile_rows`) so that ``B * N_q * t * S <= TILE_ELEMENTS``; the launches of a call are a
-fixed setup plus a fixed count per tile, for any ``B`` and ``N``.  dtypes float32, float16,
-bfloat16: matmuls in the input dtype, scores in float32, dk / dv accumulated in float32.
+How the launches stay few (docs/hardware.md: about 12 us each on a 910B):
+
+* the layout ``[B, N_k, S, R, D]`` (the ``R`` query heads of a kv head next to each other in a
+  row) makes a tile of q rows one strided ``bmm`` operand with no copy, against ``k^T`` and
+  ``v`` transposed once per call; alpha is folded into that one copy of q (and of k for dq);
+* invisible scores are overwritten with ``-1e4`` before the silu: ``silu(-1e4)`` and its
+  derivative are exactly 0 in float32, so one ``masked_fill_`` masks the forward, ``P``, and
+  ``dS`` at once (and an ``inf`` score outside the mask never turns into a NaN);
+* the derivative is ``aten::silu_backward`` (one kernel), float32 scores ``scale`` folded into
+  ``v`` (forward) and into ``dO`` (backward), and float32 ``dk`` / ``dv`` accumulate with
+  ``baddbmm_``.
+
+Nothing of size ``[B, N, S, S]`` is ever materialised (besides the bias gradient the contract
+returns): a tile's scores are ``[B, N_q, t, S_k]`` with ``t`` from :func:`tile_rows`, so the
+launches of a call are a fixed setup plus a fixed count per tile, for any ``B`` and ``N``.
+dtypes float32, float16, bfloat16: matmuls in the input dtype, scores in float32, dk / dv
+accumulated in float32.
 """
 
 from __future__ import annotations
@@ -30,11 +42,21 @@ from dataclasses import dataclass
 import torch
 
 from fbgemm_npu.native._index import arange_cached
+from fbgemm_npu.native.mxrec.hstu._spans import Spans
 
-__all__ = ["TILE_ELEMENTS", "Problem", "attention_backward", "attention_forward", "tile_rows"]
+__all__ = [
+    "TILE_ELEMENTS",
+    "Problem",
+    "attention_backward",
+    "attention_forward",
+    "invisible",
+    "tile_rows",
+]
 
 # float32 elements of one tile's scores: 4 Mi (16 MiB); a module attribute, so tests force tiles
 TILE_ELEMENTS = 1 << 22
+# the score of an invisible key: silu and silu' of it are 0 in float32 (sigmoid underflows)
+_HIDDEN = -1.0e4
 
 
 def tile_rows(batch: int, heads: int, s_max: int, s_keys: int | None = None) -> int:
@@ -47,22 +69,16 @@ def tile_rows(batch: int, heads: int, s_max: int, s_keys: int | None = None) -> 
 
 @dataclass
 class Problem:
-    """One call's padded operands and mask parameters (see the module docstring)."""
+    """One call's padded operands and mask (see the module docstring)."""
 
-    q: torch.Tensor  # [B, S, N_q, D_qk]
-    k: torch.Tensor  # [B, S, N_k, D_qk]
-    v: torch.Tensor  # [B, S, N_k, D_v]
-    lengths: torch.Tensor | None  # [B] int32; None: every sequence S long
-    num_context: torch.Tensor | None  # [B] int32
-    num_target: torch.Tensor | None  # [B] int32
-    group: int
-    mask: torch.Tensor | None  # [B, N_q, >= S, >= S], mask_type 3
-    bias: torch.Tensor | None  # [B, N_q, >= S, >= S]
-    mask_type: int
-    scale: float
-    alpha: float
-    k_lengths: torch.Tensor | None = None  # [B] int32 key lengths where they differ (delta)
-    shift: torch.Tensor | None = None  # [B] int32 L_k - L_q: query i sits at key position i + shift
+    q: torch.Tensor  # [B, S_q, N_q, D_qk]
+    k: torch.Tensor  # [B, S_k, N_k, D_qk]
+    v: torch.Tensor  # [B, S_k, N_k, D_v]
+    spans: Spans | None  # visible key intervals per query row; None: every key visible
+    mask: torch.Tensor | None = None  # [B, N_q, >= S_q, >= S_k] multiplicative
+    bias: torch.Tensor | None = None  # [B, N_b, >= S_q, >= S_k], N_q % N_b == 0
+    scale: float = 1.0
+    alpha: float = 1.0
 
     @property
     def ratio(self) -> int:
@@ -74,117 +90,180 @@ class Problem:
         return [(r0, min(s, r0 + t)) for r0 in range(0, s, t)]
 
 
-def _visible(p: Problem, r0: int, r1: int) -> torch.Tensor:
-    """``[B, 1, t, S]`` bool (``[1, 1, t, S]`` without lengths): key ``j`` visible to query ``i``
-    (rows ``r0:r1``) in its sequence.  Launches: about 8 (causal with context and targets), 3
-    (none / custom), 1 without lengths."""
-    s = p.k.size(1)
-    dev = p.q.device
-    j = arange_cached(s, dev, torch.int32).view(1, 1, s)
-    i = arange_cached(r1, dev, torch.int32)[r0:].view(1, -1, 1)
-    if p.lengths is None:  # every sequence S long (the normal layout): all positions valid
-        causal = j <= i
-        return (causal if p.mask_type == 0 else torch.ones_like(causal)).unsqueeze(1)
-    length = p.lengths.view(-1, 1, 1)
-    klen = p.k_lengths.view(-1, 1, 1) if p.k_lengths is not None else length
-    ok = (i < length) & (j < klen)
-    if p.mask_type == 0:
-        a = i + p.shift.view(-1, 1, 1) if p.shift is not None else i  # the query's key position
-        ok = ok & (j <= a)
-        target = p.num_target.view(-1, 1, 1) if p.num_target is not None else None
-        history = klen - target if target is not None else klen
-        if p.num_context is not None:
-            ok = ok | ((a < p.num_context.view(-1, 1, 1)) & (j < history) & (i < length))
-        if target is not None and p.group > 0:
-            ga = torch.div(a - history, p.group, rounding_mode="floor")
-            gj = torch.div(j - history, p.group, rounding_mode="floor")
-            ok = ok & ((a < history) | (j < history) | (ga == gj))
-    return ok.unsqueeze(1)
+def invisible(p: Problem, r0: int, r1: int) -> torch.Tensor | None:
+    """``[B | 1, H_s, r1 - r0, S_k]`` bool, True where key ``j`` is not visible to query row
+    ``i`` (None: all visible).  Launches: 1 per interval starting at key 0, 3 per other one,
+    and 1 per interval after the first."""
+    if p.spans is None:
+        return None
+    s_k = p.k.size(1)
+    j = arange_cached(s_k, p.q.device, torch.int32)
+    table = p.spans.table[:, :, r0:r1].unsqueeze(-2)  # [B, H, t, 1, 2K]
+    out = None
+    for n, lo_zero in enumerate(p.spans.lo_zero):
+        hide = j >= table[..., 2 * n + 1]
+        if not lo_zero:
+            hide = hide | (j < table[..., 2 * n])
+        out = hide if out is None else out & hide
+    return out
 
 
-def _heads(x: torch.Tensor, p: Problem) -> torch.Tensor:
-    """Rows ``[B, t, N_q, D]`` -> ``[B, N_k, R * t, D]`` (head ``h = g * R + r``): 1 copy."""
-    b, t, n, d = x.shape
-    return x.permute(0, 2, 1, 3).reshape(b, p.k.size(2), p.ratio * t, d)
+def _rows(x: torch.Tensor, p: Problem) -> torch.Tensor:
+    """``[B, N_q, t, S]``-shaped per-head tensor as ``[B, N_k, t, R, S]`` (a view)."""
+    b, n, t, s = x.shape
+    if n == 1:
+        return x.view(b, 1, t, 1, s)
+    return x.view(b, p.k.size(2), p.ratio, t, s).permute(0, 1, 3, 2, 4)
 
 
-def _unheads(x: torch.Tensor, p: Problem, t: int) -> torch.Tensor:
-    """``[B, N_k, R * t, D]`` -> rows ``[B, t, N_q, D]`` (a view)."""
-    b, d = x.size(0), x.size(-1)
-    return x.view(b, p.q.size(2), t, d).permute(0, 2, 1, 3)
+def _add_bias(qk: torch.Tensor, p: Problem, r0: int, r1: int) -> None:
+    """``qk [B, N_k, t, R, S_k] += alpha * bias`` of the tile: one ``add_`` on views where the bias
+    heads line up with the groups (``N_b`` 1 or ``N_q``, a bias head per ``R / n`` q heads of a
+    group, or one per ``n`` whole groups), else after 1 ``index_select`` of the heads."""
+    bias = p.bias[:, :, r0:r1, : p.k.size(1)]
+    b, nb, t, s = bias.shape
+    nq, nk, r = p.q.size(2), p.k.size(2), p.ratio
+    g = nq // nb  # q heads per bias head
+    if nb in (1, nq):
+        qk.add_(_rows(bias, p), alpha=p.alpha)
+    elif r % g == 0:  # bias head (kv group, r // g)
+        src = bias.view(b, nk, r // g, t, s).permute(0, 1, 3, 2, 4).unsqueeze(4)
+        qk.view(b, nk, t, r // g, g, s).add_(src, alpha=p.alpha)
+    elif g % r == 0:  # bias head (kv group // (g / R))
+        qk.view(b, nb, g // r, t, r, s).add_(bias.view(b, nb, 1, t, 1, s), alpha=p.alpha)
+    else:
+        heads = torch.div(arange_cached(nq, bias.device, torch.int32), g, rounding_mode="floor")
+        qk.add_(_rows(bias.index_select(1, heads), p), alpha=p.alpha)
 
 
-def _scores(
-    p: Problem, qh: torch.Tensor, kt: torch.Tensor, r0: int, r1: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(qkb, M)`` of a tile: ``[B, N_q, t, S]`` float32 and the float32 mask.
-    Launches: matmul, the float32 cast (not for float32), bias add and alpha scale when they
-    apply, the visibility program and its cast, the custom mask's product."""
-    b, t, s = p.q.size(0), r1 - r0, p.k.size(1)
-    qk = torch.matmul(qh, kt).view(b, p.q.size(2), t, s).float()
+def _scores(p: Problem, qt: torch.Tensor, kt: torch.Tensor, r0: int, r1: int) -> torch.Tensor:
+    """``qkb [B, N_k, t, R, S_k]`` float32 of a tile with invisible entries at ``-1e4``.
+    Launches: the matmul, the float32 cast (not for float32), the bias add, the mask (see
+    :func:`invisible`) and its fill."""
+    b, nk, t, r, s = p.q.size(0), p.k.size(2), r1 - r0, p.ratio, p.k.size(1)
+    qk = torch.matmul(qt.view(b, nk, t * r, -1), kt).view(b, nk, t, r, s)
+    if qk.dtype != torch.float32:
+        qk = qk.float()
     if p.bias is not None:
-        qk = qk + p.bias[:, :, r0:r1, :s]
-    if p.alpha != 1.0:
-        qk = qk * p.alpha
-    m = _visible(p, r0, r1).float()
-    if p.mask_type == 3 and p.mask is not None:
-        m = m * p.mask[:, :, r0:r1, :s]
-    return qk, m
+        _add_bias(qk, p, r0, r1)
+    hide = invisible(p, r0, r1)
+    if hide is not None:
+        qk.masked_fill_(_rows(hide, p), _HIDDEN)
+    return qk
 
 
-def _kv(p: Problem) -> tuple[torch.Tensor, torch.Tensor]:
-    """``k^T [B, N_k, D_qk, S]`` and ``v [B, N_k, S, D_v]``, contiguous: 2 copies per call."""
-    return p.k.permute(0, 2, 3, 1).contiguous(), p.v.permute(0, 2, 1, 3).contiguous()
+def _grouped(x: torch.Tensor, p: Problem, alpha: float = 1.0) -> torch.Tensor:
+    """``[B, S, N_q, D]`` -> ``[B, N_k, S, R, D]`` contiguous, times ``alpha``: 1 launch."""
+    b, s, n, d = x.shape
+    src = x.view(b, s, p.k.size(2), p.ratio, d).permute(0, 2, 1, 3, 4)
+    out = x.new_empty(b, p.k.size(2), s, p.ratio, d)
+    return torch.mul(src, alpha, out=out) if alpha != 1.0 else out.copy_(src)
+
+
+def _heads_major(x: torch.Tensor, factor: float = 1.0) -> torch.Tensor:
+    """``[B, S, N, D]`` -> ``[B, N, S, D]`` contiguous, times ``factor``: 1 launch."""
+    src = x.permute(0, 2, 1, 3)
+    out = x.new_empty(src.shape)
+    return torch.mul(src, factor, out=out) if factor != 1.0 else out.copy_(src)
+
+
+def _ungroup(x: torch.Tensor, p: Problem) -> torch.Tensor:
+    """``[B, N_k, S, R, D]`` -> ``[B, S, N_q, D]`` (a view)."""
+    b, nk, s, r, d = x.shape
+    return x.permute(0, 2, 1, 3, 4).reshape(b, s, nk * r, d)
 
 
 def attention_forward(p: Problem) -> torch.Tensor:
-    """Padded output ``[B, S, N_q, D_v]`` in q's dtype (rows past a length are 0).
-    Launches: 3 + about 16 per tile (:meth:`Problem.tiles`), whatever ``B`` and ``N``."""
-    b, s, n = p.q.shape[:3]
-    kt, vh = _kv(p)
-    out = p.q.new_empty(b, s, n, p.v.size(3))
+    """Padded output ``[B, S_q, N_q, D_v]`` in q's dtype (rows past a length are 0).
+    Launches: 3 (4 with a custom mask) + 6 per tile (float32, causal) up to 13 (half
+    precision, bias, context and targets): :meth:`Problem.tiles`, whatever ``B`` and ``N``."""
+    b, s, nk, dt = p.q.size(0), p.k.size(1), p.k.size(2), p.q.dtype
+    fold = dt == torch.float32  # the scale rides on v: the same rounding as on the scores
+    qg = _grouped(p.q, p, p.alpha)
+    kt = p.k.permute(0, 2, 3, 1).contiguous()
+    vh = _heads_major(p.v, p.scale if fold else 1.0)
+    out = p.q.new_empty(b, nk, p.q.size(1), p.ratio, p.v.size(3))
     for r0, r1 in p.tiles():
-        qh = _heads(p.q[:, r0:r1], p)
-        qkb, m = _scores(p, qh, kt, r0, r1)
-        score = (torch.nn.functional.silu(qkb) * (m * p.scale)).to(p.q.dtype)
-        o = torch.matmul(score.view(b, p.k.size(2), -1, p.k.size(1)), vh)
-        out[:, r0:r1].copy_(_unheads(o, p, r1 - r0))
-    return out
+        t = r1 - r0
+        score = torch.nn.functional.silu(_scores(p, qg[:, :, r0:r1], kt, r0, r1), inplace=True)
+        if p.mask is not None:
+            score.mul_(_rows(p.mask[:, :, r0:r1, :s], p))
+        if not fold:
+            score = torch.mul(score, p.scale, out=torch.empty_like(score, dtype=dt))
+        o = torch.matmul(score.view(b, nk, -1, s), vh)
+        out[:, :, r0:r1].copy_(o.view(b, nk, t, p.ratio, -1))
+    return _ungroup(out, p)
 
 
 def attention_backward(
     p: Problem, grad: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Padded ``(dq, dk, dv, dbias)`` for the padded output gradient ``grad [B, S, N_q, D_v]``:
-    dq / dk / dv in q's dtype and padded shapes, dbias ``[B, N_q, S, S]`` in the bias's dtype
-    (None without a bias; 0 outside the visible entries).  Launches: 6 + about 26 per tile."""
-    b, n, s = p.q.size(0), p.q.size(2), p.k.size(1)  # s: key rows
-    nk, dt = p.k.size(2), p.q.dtype
-    kt, vh = _kv(p)
-    kh = p.k.permute(0, 2, 1, 3)  # [B, N_k, S, D_qk] (matmul's operand, a view)
-    vt = vh.transpose(-1, -2)
-    dq = torch.empty_like(p.q)
+    """Padded ``(dq, dk, dv, dbias)`` for the padded output gradient ``grad [B, S_q, N_q, D_v]``:
+    dq / dk / dv in q's dtype and padded shapes, dbias ``[B, N_b, S_q, S_k]`` in the bias's
+    dtype (None without a bias; 0 outside the visible entries).  Launches: 8 (+2 with a bias)
+    + 10 per tile (float32, causal) up to 20."""
+    b, s, nk, r, dt = p.q.size(0), p.k.size(1), p.k.size(2), p.ratio, p.q.dtype
+    f32 = dt == torch.float32
+    qg = _grouped(p.q, p, p.alpha)
+    gg = _grouped(grad, p, p.scale)  # dO * s: its products with v and with P both need s
+    kt = p.k.permute(0, 2, 3, 1).contiguous()
+    ka = _heads_major(p.k, p.alpha)  # dq = dS @ (alpha k)
+    vt = p.v.permute(0, 2, 3, 1).contiguous()
+    dq = torch.empty_like(qg)
     dk = torch.zeros(b, nk, s, p.k.size(3), dtype=torch.float32, device=p.q.device)
     dv = torch.zeros(b, nk, s, p.v.size(3), dtype=torch.float32, device=p.q.device)
     db = None
     if p.bias is not None:
-        db = torch.zeros(b, n, p.bias.size(2), p.bias.size(3), dtype=p.bias.dtype, device=dk.device)
+        db = torch.zeros(p.bias.shape, dtype=torch.float32, device=p.q.device)
     for r0, r1 in p.tiles():
         t = r1 - r0
-        qh = _heads(p.q[:, r0:r1], p)
-        gh = _heads(grad[:, r0:r1], p)
-        qkb, m = _scores(p, qh, kt, r0, r1)
-        sig = torch.sigmoid(qkb)
-        m = m * p.scale
-        score = (qkb * sig * m).to(dt).view(b, nk, -1, s)
-        dp = torch.matmul(gh, vt).view(b, n, t, s).float()
-        ds = dp * m * sig * (1 + qkb * (1 - sig))
-        if p.alpha != 1.0:
-            ds = ds * p.alpha
+        qt, gt = (
+            qg[:, :, r0:r1].reshape(b * nk, t * r, -1),
+            gg[:, :, r0:r1].reshape(b * nk, t * r, -1),
+        )
+        qkb = _scores(p, qg[:, :, r0:r1], kt, r0, r1)
+        dp = torch.matmul(gt, vt.view(b * nk, -1, s)).view(qkb.shape)
+        if not f32:
+            dp = dp.float()
+        score = torch.nn.functional.silu(qkb)
+        if p.mask is not None:
+            m = _rows(p.mask[:, :, r0:r1, :s], p)
+            score.mul_(m)
+            dp = dp * m
+        ds = torch.ops.aten.silu_backward(dp, qkb)
         if db is not None:
-            db[:, :, r0:r1, :s].copy_(ds)
-        dsh = ds.to(dt).view(b, nk, -1, s)
-        dv.add_(torch.matmul(score.transpose(-1, -2), gh))
-        dk.add_(torch.matmul(dsh.transpose(-1, -2), qh))
-        dq[:, r0:r1].copy_(_unheads(torch.matmul(dsh, kh), p, t))
-    return dq, dk.to(dt).permute(0, 2, 1, 3), dv.to(dt).permute(0, 2, 1, 3), db
+            _add_bias_grad(db, ds, p, r0, r1)
+        score, ds = score.view(b * nk, t * r, s), ds.view(b * nk, t * r, s)
+        if f32:
+            dv.view(b * nk, s, -1).baddbmm_(score.transpose(1, 2), gt)
+            dk.view(b * nk, s, -1).baddbmm_(ds.transpose(1, 2), qt)
+        else:
+            score, ds = score.to(dt), ds.to(dt)
+            dv.view(b * nk, s, -1).add_(torch.bmm(score.transpose(1, 2), gt))
+            dk.view(b * nk, s, -1).add_(torch.bmm(ds.transpose(1, 2), qt))
+        dq[:, :, r0:r1].copy_(torch.bmm(ds, ka.view(b * nk, s, -1)).view(b, nk, t, r, -1))
+    if db is not None:
+        db = db.mul_(p.alpha).to(p.bias.dtype) if p.alpha != 1.0 else db.to(p.bias.dtype)
+    dk, dv = dk.to(dt).permute(0, 2, 1, 3), dv.to(dt).permute(0, 2, 1, 3)
+    return _ungroup(dq, p), dk, dv, db
+
+
+def _add_bias_grad(db: torch.Tensor, ds: torch.Tensor, p: Problem, r0: int, r1: int) -> None:
+    """``db[:, :, r0:r1] = dS`` summed over the q heads of each bias head: 1 launch where each
+    q head has its own, 2 where a bias head's q heads line up with the groups, else 3."""
+    b, nk, t, r, s = ds.shape
+    nb, nq = db.size(1), p.q.size(2)
+    g = nq // nb
+    rows = db[:, :, r0:r1, :s]
+    if nb == nq:
+        rows.view(b, nk, r, t, s).copy_(ds.permute(0, 1, 3, 2, 4))
+    elif nb == 1:
+        rows.copy_(ds.sum((1, 3)).unsqueeze(1))
+    elif r % g == 0:
+        part = ds.view(b, nk, t, r // g, g, s).sum(4)  # [B, N_k, t, R / g, S]
+        rows.view(b, nk, r // g, t, s).copy_(part.permute(0, 1, 3, 2, 4))
+    elif g % r == 0:
+        rows.copy_(ds.view(b, nb, g // r, t, r, s).sum((2, 4)))
+    else:
+        per_head = ds.permute(0, 1, 3, 2, 4).reshape(b, nb, g, t, s)
+        rows.copy_(per_head.sum(2))

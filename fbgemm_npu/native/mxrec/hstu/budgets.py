@@ -2,11 +2,10 @@
 batch and head at once, ``t`` from ``_attention.tile_rows``), measured by
 ``tests/mxrec/hstu/test_hstu_budgets.py``.
 
-The setup (offsets, the gather into the padded layout, k / v transposed, the gather back) is
-paid once and sits inside the first tile's count; a call over ``n`` tiles takes at most
-``n * launches``.  No count depends on B or N.  0 syncs with ``max_seq_len`` given; without it
-the contract reads the longest sequence back (1 sync).  Data checks (queued): offsets at 0 and T,
-non-decreasing, lengths and counts within ``[0, max_seq_len]``.  No AI-CPU route: int32 index
+A call over ``n`` tiles takes at most ``setup + n * launches`` (``Budget.setup``: the offsets,
+the padded gather, the mask's key intervals, the tile layout and the gather back, paid once).
+No count depends on B or N.  0 syncs with ``max_seq_len`` given; without it the contract reads
+the longest sequence back (1 sync).  Data checks (queued): offsets at 0 and T, non-decreasing, lengths and counts within ``[0, max_seq_len]``.  No AI-CPU route: int32 index
 arithmetic, ``index_select`` gathers, segment ids without ``searchsorted``.
 """
 
@@ -17,38 +16,50 @@ from fbgemm_npu.native.family import Budget
 # fmt: off
 
 _NOTE = (
-    "per query tile; the setup (about 30 launches: offsets, the padded gather, k / v transposed, "
-    "the gather back) is inside the first tile's count. Path 'context_targets': num_context / "
-    "num_target given (the built-in mask's context and target rules, about 18 launches more per "
-    "tile; a fused kernel would build the mask in its tile loop)"
+    "setup (once per call: offsets, the padded gather, the mask's key intervals, q / k / v in "
+    "the tile layout, the gather back) + launches per query tile. Per tile (float32, causal, no "
+    "bias) forward 6: q.k bmm, the mask test and fill, silu, the score.v bmm, the copy out; "
+    "+2 in half precision (scores in float32), +1 bias, +1 custom mask; path 'context_targets' "
+    "(num_context / num_target given): a second key interval per row, +4 a tile, +14 setup"
+)
+_BWD = (
+    _NOTE + ". Backward per tile (float32) 10: q.k, mask, dO.v, silu, silu_backward, dv and dk "
+    "baddbmm_, dq bmm and copy; half precision +6 (float32 scores, two casts, dv / dk "
+    "accumulate in float32 apart from the bmm); over the catalogue's 12: a fused kernel (one "
+    "pass over a tile in AI Core local memory) is the remedy"
 )
 
 BUDGETS: dict[str, Budget] = {
-    # 1 tile, checks off, the most over float32 / float16 (2 casts more): 39 (causal), 38
-    # (custom), 41 (bias + alpha); each further tile 13-17; context_targets 60, 32 more a tile
+    # measured (tests/mxrec/hstu/test_hstu_budgets.py, checks off): per tile float32 6, float16
+    # 8, + bias 1, custom mask 1 -> 9; context_targets 13; setup 21-23 (37 context_targets)
     "mxrec::hstu_jagged.equal": Budget(
-        launches=41, checks=8, path_checks={"context_targets": 12}, ai_cpu=0, syncs_unsized=1,
-        per="tile", paths={"context_targets": 60}, note=_NOTE,
+        launches=9, setup=23, checks=8, path_checks={"context_targets": 13}, ai_cpu=0,
+        syncs_unsized=1, per="tile", paths={"context_targets": 13},
+        path_setup={"context_targets": 37}, note=_NOTE,
     ),
-    # 1 tile: 83 (causal), 88 (bias + alpha); each further 27-35; context_targets 107, 52 more
+    # per tile float32 10 (12 bias), float16 16 (18 bias / custom mask); context_targets 22;
+    # setup 28-35 (49)
     "mxrec::hstu_jagged_backward.equal": Budget(
-        launches=88, checks=8, path_checks={"context_targets": 12}, ai_cpu=0, syncs_unsized=1,
-        per="tile", paths={"context_targets": 107}, note=_NOTE,
+        launches=18, setup=35, checks=8, path_checks={"context_targets": 13}, ai_cpu=0,
+        syncs_unsized=1, per="tile", paths={"context_targets": 22},
+        path_setup={"context_targets": 49}, target=12, note=_BWD,
     ),
-    # delta (q and k of their own offsets): two layouts; 1 tile, checks off: 53 (float16 bias),
-    # each further 14-17; context_targets 72, 33 more a tile; checks both offsets and L_q <= L_k
+    # delta (q and k of their own offsets): two padded layouts, setup 37 (51); per tile as equal;
+    # checks both offsets and L_q <= L_k
     "mxrec::hstu_jagged.delta": Budget(
-        launches=53, checks=13, path_checks={"context_targets": 17}, ai_cpu=0, syncs_unsized=1,
-        per="tile", paths={"context_targets": 72}, note=_NOTE,
+        launches=9, setup=37, checks=13, path_checks={"context_targets": 18}, ai_cpu=0,
+        syncs_unsized=1, per="tile", paths={"context_targets": 13},
+        path_setup={"context_targets": 51}, note=_NOTE,
     ),
-    # 1 tile: 101 (float16 bias); each further 28-36; context_targets 120, 53 more
     "mxrec::hstu_jagged_backward.delta": Budget(
-        launches=101, checks=13, path_checks={"context_targets": 17}, ai_cpu=0, syncs_unsized=1,
-        per="tile", paths={"context_targets": 120}, note=_NOTE,
+        launches=18, setup=50, checks=13, path_checks={"context_targets": 18}, ai_cpu=0,
+        syncs_unsized=1, per="tile", paths={"context_targets": 22},
+        path_setup={"context_targets": 64}, target=12, note=_BWD,
     ),
-    # normal layout: no gathers, no lengths, no data checks; 1 tile: 11-16 (float16, custom
-    # mask and bias), each further tile 9-14 (setup 2: k / v transposed)
-    "mxrec::hstu_dense": Budget(launches=16, ai_cpu=0, per="tile", note="per query tile"),
-    # 1 tile: 29-40; each further 23-31 (setup: k / v transposed, dk / dv zeroed, cast, copied)
-    "mxrec::hstu_dense_backward": Budget(launches=40, ai_cpu=0, per="tile", note="per query tile"),
+    # normal layout: no gathers, no lengths, no data checks; setup 3 (8 causal: the intervals)
+    "mxrec::hstu_dense": Budget(launches=9, setup=8, ai_cpu=0, per="tile", note=_NOTE),
+    # setup 6-15 (k / v transposed, dk / dv / dbias zeroed, casts back)
+    "mxrec::hstu_dense_backward": Budget(
+        launches=18, setup=15, ai_cpu=0, per="tile", target=12, note=_BWD
+    ),
 }

@@ -20,6 +20,8 @@ from fbgemm_npu.native._checks import check_tensor, validation_enabled
 from fbgemm_npu.native.mxrec.hstu import _layout as L
 from fbgemm_npu.native.mxrec.hstu._attention import Problem, attention_backward, attention_forward
 from fbgemm_npu.native.mxrec.hstu._grad import attention_autograd, backward_meta
+from fbgemm_npu.native.mxrec.hstu._rows import jagged_rows, padded_rows
+from fbgemm_npu.native.mxrec.hstu._spans import mask_type_spans
 
 __all__ = ["KERNELS", "SCHEMAS"]
 
@@ -73,16 +75,18 @@ def _problem(op: str, q, k, v, grad, a: dict):  # type: ignore[no-untyped-def]
         else:
             checks.assert_on_device()
     L.check_mask_args(op, q, batch, s_q, a["mask"], a["attn_bias"], a["mask_type"], s_k)
-    (qp, *gp), lq = L.to_padded([q, *([grad] if grad is not None else [])], off_q, s_q)
-    (kp, vp), lk = L.to_padded([k, v], off_k, s_k)
+    (qp, *gp), rows_q = padded_rows([q, *([grad] if grad is not None else [])], off_q, s_q)
+    (kp, vp), rows_k = padded_rows([k, v], off_k, s_k)
+    lq, lk = rows_q.lengths, rows_k.lengths
     scale = a["silu_scale"] if a["silu_scale"] != 0.0 else 1.0 / s_q
     mask = a["mask"] if a["mask_type"] == 3 else None
     alpha = 1.0 if a["alpha"] is None else float(a["alpha"])
-    p = Problem(
-        qp, kp, vp, lq, counts["num_context"], counts["num_target"], group, mask,
-        a["attn_bias"], a["mask_type"], scale, alpha, k_lengths=lk, shift=lk - lq,
+    spans = mask_type_spans(
+        a["mask_type"], s_q, s_k, q.device, lq, lk, lk - lq, counts["num_context"],
+        counts["num_target"], group,
     )  # fmt: skip
-    return p, off_q, off_k, gp
+    p = Problem(qp, kp, vp, spans, mask, a["attn_bias"], scale, alpha)
+    return p, rows_q, rows_k, gp
 
 
 def _args(args: tuple, kwargs: dict) -> dict:
@@ -95,10 +99,10 @@ def _args(args: tuple, kwargs: dict) -> dict:
 
 def hstu_jagged_delta(q, k, v, *args, deterministic=False, **kwargs):  # type: ignore[no-untyped-def]
     """Forward ``[T_q, N_q, D_v]``; launches: both layouts plus about 16 per query tile."""
-    p, off_q, _, _ = _problem(FWD, q, k, v, None, _args(args, kwargs))
+    p, rows_q, _, _ = _problem(FWD, q, k, v, None, _args(args, kwargs))
     if q.size(0) == 0:
         return q.new_empty(0, q.size(1), v.size(2))
-    return L.from_padded(attention_forward(p), off_q, q.size(0))
+    return jagged_rows(attention_forward(p), rows_q)
 
 
 def hstu_jagged_backward_delta(grad, q, k, v, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -109,16 +113,16 @@ def hstu_jagged_backward_delta(grad, q, k, v, *args, **kwargs):  # type: ignore[
     if want is None or tuple(grad.shape) != want or grad.dtype != qq.dtype:
         raise ValueError(f"{BWD}: argument 'grad' must have the output's shape and q's dtype")
     a = _args(args, kwargs)
-    p, off_q, off_k, (gp,) = _problem(BWD, q, k, v, grad, a)
+    p, rows_q, rows_k, (gp,) = _problem(BWD, q, k, v, grad, a)
     empty = q.new_empty(0)
     if q.size(0) == 0 or k.size(0) == 0:
         db = torch.zeros_like(a["attn_bias"]) if a["attn_bias"] is not None else empty
         return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v), db
     dq, dk, dv, db = attention_backward(p, gp)
     return (
-        L.from_padded(dq, off_q, q.size(0)),
-        L.from_padded(dk, off_k, k.size(0)),
-        L.from_padded(dv, off_k, k.size(0)),
+        jagged_rows(dq, rows_q),
+        jagged_rows(dk, rows_k),
+        jagged_rows(dv, rows_k),
         empty if db is None else db,
     )
 

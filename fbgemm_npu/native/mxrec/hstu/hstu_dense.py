@@ -23,6 +23,7 @@ from fbgemm_npu.native._checks import check_tensor
 from fbgemm_npu.native.mxrec.hstu import _layout as L
 from fbgemm_npu.native.mxrec.hstu._attention import Problem, attention_backward, attention_forward
 from fbgemm_npu.native.mxrec.hstu._grad import backward_meta
+from fbgemm_npu.native.mxrec.hstu._spans import mask_type_spans
 
 __all__ = ["KERNELS", "SCHEMAS", "hstu_dense", "hstu_dense_backward"]
 
@@ -57,7 +58,8 @@ def _problem(
     L.check_mask_args(op, q, b, s, mask, attn_bias, mask_type)
     scale = silu_scale if silu_scale != 0.0 else 1.0 / max(s, 1)
     mask = mask if mask_type == 3 else None
-    return Problem(q, k, v, None, None, None, 0, mask, attn_bias, mask_type, scale, 1.0)
+    spans = mask_type_spans(mask_type, s, s, q.device, None)
+    return Problem(q, k, v, spans, mask, attn_bias, scale, 1.0)
 
 
 def hstu_dense(

@@ -29,6 +29,8 @@ from fbgemm_npu.native._checks import check_tensor, validation_enabled
 from fbgemm_npu.native.mxrec.hstu import _layout as L
 from fbgemm_npu.native.mxrec.hstu._attention import Problem, attention_backward, attention_forward
 from fbgemm_npu.native.mxrec.hstu._grad import attention_autograd, backward_meta
+from fbgemm_npu.native.mxrec.hstu._rows import Rows, jagged_rows, padded_rows
+from fbgemm_npu.native.mxrec.hstu._spans import mask_type_spans
 
 __all__ = ["KERNELS", "SCHEMAS", "hstu_jagged_backward_equal", "hstu_jagged_equal"]
 
@@ -63,7 +65,7 @@ def _problem(
     target_group_size: int | None,
     alpha: float | None,
     extra: list[torch.Tensor] | None = None,
-) -> tuple[Problem, torch.Tensor, list[torch.Tensor]]:
+) -> tuple[Problem, Rows, list[torch.Tensor]]:
     """Every check, then the padded problem, the offsets and the padded ``extra`` tensors."""
     q, k, v = L.check_qkv(op, q, k, v, 3)
     off = L.check_offsets(op, seq_offset, q)
@@ -86,14 +88,18 @@ def _problem(
     if batch * s_max >= 2**31:
         raise ValueError(f"{op}: batch size x max_seq_len must be below 2**31; got {batch * s_max}")
     L.check_mask_args(op, q, batch, s_max, mask, attn_bias, mask_type)
-    (qp, kp, vp, *padded), lengths = L.to_padded([q, k, v, *(extra or [])], off, s_max)
+    (qp, kp, vp, *padded), rows = padded_rows([q, k, v, *(extra or [])], off, s_max)
+    lengths = rows.lengths
     scale = silu_scale if silu_scale != 0.0 else 1.0 / s_max
+    spans = mask_type_spans(
+        mask_type, s_max, s_max, q.device, lengths, num_context=counts["num_context"],
+        num_target=counts["num_target"], group=group,
+    )  # fmt: skip
     p = Problem(
-        qp, kp, vp, lengths, counts["num_context"], counts["num_target"], group,
-        mask if mask_type == 3 else None, attn_bias, mask_type, scale,
+        qp, kp, vp, spans, mask if mask_type == 3 else None, attn_bias, scale,
         1.0 if alpha is None else float(alpha),
     )  # fmt: skip
-    return p, off, padded
+    return p, rows, padded
 
 
 def hstu_jagged_equal(
@@ -114,13 +120,13 @@ def hstu_jagged_equal(
 ) -> torch.Tensor:
     """Forward ``[T, N_q, D_v]`` (module docstring).  Launches: the layout (about 20) plus about
     16 per query tile; 0 syncs with ``max_seq_len`` given (1 without); BUDGETS in budgets.py."""
-    p, off, _ = _problem(
+    p, rows, _ = _problem(
         FWD, q, k, v, mask, attn_bias, mask_type, max_seq_len, silu_scale, seq_offset,
         num_context, num_target, target_group_size, alpha,
     )  # fmt: skip
     if q.size(0) == 0:
         return q.new_empty(0, q.size(1), v.size(2))
-    return L.from_padded(attention_forward(p), off, q.size(0))
+    return jagged_rows(attention_forward(p), rows)
 
 
 def hstu_jagged_backward_equal(
@@ -150,7 +156,7 @@ def hstu_jagged_backward_equal(
             f"{BWD}: argument 'grad' must have the output's shape {list(want or ())} and q's "
             f"dtype; got {list(grad.shape)} {grad.dtype}"
         )
-    p, off, (gp,) = _problem(
+    p, rows, (gp,) = _problem(
         BWD, q, k, v, mask, attn_bias, mask_type, max_seq_len, silu_scale, seq_offset,
         num_context, num_target, target_group_size, alpha, extra=[grad],
     )  # fmt: skip
@@ -159,11 +165,10 @@ def hstu_jagged_backward_equal(
         db = torch.zeros_like(attn_bias) if attn_bias is not None else empty
         return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v), db
     dq, dk, dv, db = attention_backward(p, gp)
-    t = q.size(0)
     return (
-        L.from_padded(dq, off, t),
-        L.from_padded(dk, off, t),
-        L.from_padded(dv, off, t),
+        jagged_rows(dq, rows),
+        jagged_rows(dk, rows),
+        jagged_rows(dv, rows),
         empty if db is None else db,
     )
 
