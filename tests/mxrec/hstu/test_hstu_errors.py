@@ -231,14 +231,9 @@ def test_non_contiguous_q_k_v_equal_the_reference(layout: str) -> None:
     torch.testing.assert_close(out.cpu().double(), ref, rtol=1e-4, atol=1e-5)
 
 
-# --- open: fixes that belong to the kernels' files (the lead's); XPASS = fixed ---
+# --- fixed in the kernels' files: an empty batch, delta's counts at key positions ---
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_layout.to_padded gathers row 0 of an empty q (index_select on 0 rows: IndexError, "
-    "out of bounds on a device); the op must return the empty [0, N_q, D_v] output",
-)
 @pytest.mark.parametrize("op", ["equal", "delta"])
 def test_a_batch_of_empty_sequences_returns_an_empty_output(op: str) -> None:
     q, k, v = _qkv(t=0)
@@ -254,12 +249,6 @@ def test_a_batch_of_empty_sequences_returns_an_empty_output(op: str) -> None:
 
 
 @data_checks
-@pytest.mark.xfail(
-    strict=True,
-    reason="delta reads its counts at key positions: num_context + num_target must fit L_k, but "
-    "hstu_delta.py passes the counts to the query call of queue_data_checks (which cannot see "
-    "L_k; _layout.COUNTS_AT_KEYS keeps the old bounds): pass them with the key lengths",
-)
 def test_delta_counts_beyond_the_key_sequence_raise() -> None:
     q, k, v = _qkv()  # q lengths 3, 0, 5 of k lengths 3, 0, 5
     _raises(

@@ -38,11 +38,6 @@ __all__ = [
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 OFFSET_DTYPES = (torch.int32, torch.int64)
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-# Ops whose counts are read at the query's key position (delta: our reading, recsdk-ops.md 2.4):
-# num_context + num_target must fit the key length, which the query call of queue_data_checks
-# does not see; their counts keep the bounds [0, max_seq_len] until the op passes them with its
-# key lengths (tests/mxrec/hstu/test_hstu_errors.py holds the open case, xfail)
-COUNTS_AT_KEYS = frozenset({"mxrec::hstu_jagged.delta", "mxrec::hstu_jagged_backward.delta"})
 
 
 def check_qkv(
@@ -176,8 +171,7 @@ def queue_data_checks(
     The counts' condition is one reduction, ``min(n_c, n_t, L - n_c, L - n_c - n_t) >= 0``
     (2 ``sub``, ``stack``, ``min``); ``L - n_c >= 0`` is in the set so that ``L - n_c - n_t``
     cannot wrap in int32; ``L`` is in ``[0, tokens]`` whenever the offsets' conditions hold (a
-    call's conditions fail together otherwise: one message lists them all).  The ops of
-    :data:`COUNTS_AT_KEYS`: counts in ``[0, s_max]`` (``stack``, ``min``, ``max``).
+    call's conditions fail together otherwise: one message lists them all).
     Launches, sized: ``aminmax`` + the counts' 0, 4 (or 3); unsized: ``ge``, ``all``."""
     checks = DataChecks(op)
     checks.add(off[0], 0, 0, f"argument '{name}' must start at 0")
@@ -193,12 +187,7 @@ def queue_data_checks(
             checks.add(lengths.max(), None, s_max, longest)
     given = {n: t for n, t in counts.items() if t is not None}
     names = join_words([f"'{n}'" for n in given], "and")
-    if given and op in COUNTS_AT_KEYS:
-        both = torch.stack(list(given.values()))
-        checks.add(both.min(), 0, None, f"argument(s) {names} must be >= 0")
-        if s_max is not None:
-            checks.add(both.max(), None, s_max, f"argument(s) {names} must be <= max_seq_len")
-    elif given:
+    if given:  # delta passes its counts with the key lengths: they sit at key positions
         rest, parts = lengths, list(given.values())
         for t in given.values():
             rest = rest - t

@@ -42,14 +42,17 @@ def padded_rows(
     valid = pos < lengths.view(-1, 1)
     src = (o[:-1].view(-1, 1) + pos).clamp_(0, max(tokens - 1, 0))  # clamped: bad offsets stay safe
     dest = torch.where(valid, src, tokens).view(-1).long()
-    widths = [x[0].numel() for x in xs]
+    widths = [x[0].numel() if tokens else x.shape[1:].numel() for x in xs]
     flat = (
-        torch.cat([x.reshape(tokens, -1) for x in xs], 1)
+        torch.cat([x.reshape(tokens, w) for x, w in zip(xs, widths, strict=True)], 1)
         if len(xs) > 1
-        else xs[0].reshape(tokens, -1)
+        else xs[0].reshape(tokens, widths[0])
     )
-    rows = flat.index_select(0, src.view(-1)).view(batch, s_max, -1)
-    rows = torch.where(valid.unsqueeze(-1), rows, 0)
+    if tokens == 0:  # nothing to gather (an index into 0 rows is out of bounds)
+        rows = flat.new_zeros(batch, s_max, flat.size(1))
+    else:
+        rows = flat.index_select(0, src.view(-1)).view(batch, s_max, -1)
+        rows = torch.where(valid.unsqueeze(-1), rows, 0)
     out, at = [], 0
     for x, w in zip(xs, widths, strict=True):
         out.append(rows[..., at : at + w].view(batch, s_max, *x.shape[1:]))

@@ -5,8 +5,10 @@ batch and head at once, ``t`` from ``_attention.tile_rows``), measured by
 A call over ``n`` tiles takes at most ``setup + n * launches`` (``Budget.setup``: the offsets,
 the padded gather, the mask's key intervals, the tile layout and the gather back, paid once).
 No count depends on B or N.  0 syncs with ``max_seq_len`` given; without it the contract reads
-the longest sequence back (1 sync).  Data checks (queued): offsets at 0 and T, non-decreasing, lengths and counts within ``[0, max_seq_len]``.  No AI-CPU route: int32 index
-arithmetic, ``index_select`` gathers, segment ids without ``searchsorted``.
+the longest sequence back (1 sync).  Data checks (queued): offsets at 0 and T, non-decreasing,
+lengths within ``[0, max_seq_len]``, counts ``>= 0`` with ``num_context + num_target`` at most
+each sequence's length.  No AI-CPU route: int32 index arithmetic, ``index_select`` gathers,
+``index_copy_`` back, no ``searchsorted``.
 """
 
 from __future__ import annotations

@@ -65,8 +65,10 @@ def _problem(op: str, q, k, v, grad, a: dict):  # type: ignore[no-untyped-def]
     oq, ok = off_q.to(torch.int32), off_k.to(torch.int32)
     lq, lk = oq[1:] - oq[:-1], ok[1:] - ok[:-1]
     if s_q == 0 or s_k == 0 or validation_enabled():
-        checks = L.queue_data_checks(op, oq, lq, q.size(0), s_q or None, **counts)
-        kc = L.queue_data_checks(op, ok, lk, k.size(0), s_k or None, "seq_offset_k", "k.size(0)")
+        checks = L.queue_data_checks(op, oq, lq, q.size(0), s_q or None)
+        kc = L.queue_data_checks(  # the counts sit at key positions: they must fit L_k
+            op, ok, lk, k.size(0), s_k or None, "seq_offset_k", "k.size(0)", **counts
+        )
         checks.items.extend(kc.items)
         checks.add((lq - lk).max(), None, 0, "every q length must be <= its k length")
         if s_q == 0 or s_k == 0:  # the contract's read-back (1 sync)
