@@ -225,12 +225,12 @@ def attention_backward(
         dp = torch.matmul(gt, vt.view(b * nk, -1, s)).view(qkb.shape)
         if not f32:
             dp = dp.float()
-        score = torch.nn.functional.silu(qkb)
-        if p.mask is not None:
-            m = _rows(p.mask[:, :, r0:r1, :s], p)
+        m = None if p.mask is None else _rows(p.mask[:, :, r0:r1, :s], p)
+        ds = torch.ops.aten.silu_backward(dp if m is None else dp * m, qkb)
+        del dp  # three score-sized buffers at most: qkb becomes the silu in place
+        score = torch.nn.functional.silu(qkb, inplace=True)
+        if m is not None:
             score.mul_(m)
-            dp = dp * m
-        ds = torch.ops.aten.silu_backward(dp, qkb)
         if db is not None:
             _add_bias_grad(db, ds, p, r0, r1)
         score, ds = score.view(b * nk, t * r, s), ds.view(b * nk, t * r, s)
