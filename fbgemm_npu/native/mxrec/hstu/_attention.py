@@ -167,32 +167,63 @@ def _heads_major(x: torch.Tensor, factor: float = 1.0) -> torch.Tensor:
     return torch.mul(src, factor, out=out) if factor != 1.0 else out.copy_(src)
 
 
-def _ungroup(x: torch.Tensor, p: Problem) -> torch.Tensor:
-    """``[B, N_k, S, R, D]`` -> ``[B, S, N_q, D]`` (a view)."""
-    b, nk, s, r, d = x.shape
-    return x.permute(0, 2, 1, 3, 4).reshape(b, s, nk * r, d)
+class _TileMajor:
+    """A padded output written tile by tile: tile ``n``'s rows are one contiguous block
+    ``[B, N_k, t, R, D]`` of ``[n_tiles, ...]``, so its ``bmm`` writes there itself (``out=``, no
+    copy); only a last, shorter tile is copied.  :meth:`result` is ``[B, S, N_q, D]``
+    contiguous: 1 copy (2 when the last tile is shorter)."""
+
+    def __init__(self, p: Problem, d: int, tiles: list[tuple[int, int]]) -> None:
+        self.p, self.tiles = p, tiles
+        self.t = tiles[0][1] - tiles[0][0] if tiles else 1
+        b, nk, r = p.q.size(0), p.k.size(2), p.ratio
+        self.buf = p.q.new_empty(len(tiles), b, nk, self.t, r, d)
+
+    def write(self, n: int, a: torch.Tensor, b: torch.Tensor) -> None:
+        """Tile ``n`` = ``bmm(a, b)``, ``a [B * N_k, t * R, K]``, ``b [B * N_k, K, D]``."""
+        r0, r1 = self.tiles[n]
+        block = self.buf[n]
+        if r1 - r0 == self.t:
+            torch.bmm(a, b, out=block.view(a.size(0), a.size(1), -1))
+        else:
+            block[:, :, : r1 - r0].copy_(
+                torch.bmm(a, b).view(*block.shape[:2], r1 - r0, *block.shape[3:])
+            )
+
+    def result(self) -> torch.Tensor:
+        nb, b, nk, t, r, d = self.buf.shape
+        s = self.p.q.size(1)
+        out = self.buf.new_empty(b, s, nk, r, d)
+        full = s // t
+        if full:
+            out[:, : full * t].view(b, full, t, nk, r, d).copy_(
+                self.buf[:full].permute(1, 0, 3, 2, 4, 5)
+            )
+        if full < nb:
+            out[:, full * t :].copy_(self.buf[full, :, :, : s - full * t].permute(0, 2, 1, 3, 4))
+        return out.view(b, s, nk * r, d)
 
 
 def attention_forward(p: Problem) -> torch.Tensor:
-    """Padded output ``[B, S_q, N_q, D_v]`` in q's dtype (rows past a length are 0).
-    Launches: 3 (4 with a custom mask) + 6 per tile (float32, causal) up to 13 (half
-    precision, bias, context and targets): :meth:`Problem.tiles`, whatever ``B`` and ``N``."""
+    """Padded output ``[B, S_q, N_q, D_v]`` in q's dtype (rows past a length are 0), contiguous.
+    Launches: 4 (5 with a custom mask or a shorter last tile) + 5 per tile (float32, causal) up
+    to 12 (half precision, bias, context and targets): :meth:`Problem.tiles`, whatever ``B``
+    and ``N``."""
     b, s, nk, dt = p.q.size(0), p.k.size(1), p.k.size(2), p.q.dtype
     fold = dt == torch.float32  # the scale rides on v: the same rounding as on the scores
     qg = _grouped(p.q, p, p.alpha)
     kt = p.k.permute(0, 2, 3, 1).contiguous()
-    vh = _heads_major(p.v, p.scale if fold else 1.0)
-    out = p.q.new_empty(b, nk, p.q.size(1), p.ratio, p.v.size(3))
-    for r0, r1 in p.tiles():
-        t = r1 - r0
+    vh = _heads_major(p.v, p.scale if fold else 1.0).view(b * nk, s, -1)
+    tiles = p.tiles()
+    out = _TileMajor(p, p.v.size(3), tiles)
+    for n, (r0, r1) in enumerate(tiles):
         score = torch.nn.functional.silu(_scores(p, qg[:, :, r0:r1], kt, r0, r1), inplace=True)
         if p.mask is not None:
             score.mul_(_rows(p.mask[:, :, r0:r1, :s], p))
         if not fold:
             score = torch.mul(score, p.scale, out=torch.empty_like(score, dtype=dt))
-        o = torch.matmul(score.view(b, nk, -1, s), vh)
-        out[:, :, r0:r1].copy_(o.view(b, nk, t, p.ratio, -1))
-    return _ungroup(out, p)
+        out.write(n, score.view(b * nk, -1, s), vh)
+    return out.result()
 
 
 def attention_backward(
@@ -209,13 +240,14 @@ def attention_backward(
     kt = p.k.permute(0, 2, 3, 1).contiguous()
     ka = _heads_major(p.k, p.alpha)  # dq = dS @ (alpha k)
     vt = p.v.permute(0, 2, 3, 1).contiguous()
-    dq = torch.empty_like(qg)
+    tiles = p.tiles()
+    dq = _TileMajor(p, p.q.size(3), tiles)
     dk = torch.zeros(b, nk, s, p.k.size(3), dtype=torch.float32, device=p.q.device)
     dv = torch.zeros(b, nk, s, p.v.size(3), dtype=torch.float32, device=p.q.device)
     db = None
     if p.bias is not None:
         db = torch.zeros(p.bias.shape, dtype=torch.float32, device=p.q.device)
-    for r0, r1 in p.tiles():
+    for n, (r0, r1) in enumerate(tiles):
         t = r1 - r0
         qt, gt = (
             qg[:, :, r0:r1].reshape(b * nk, t * r, -1),
@@ -241,11 +273,11 @@ def attention_backward(
             score, ds = score.to(dt), ds.to(dt)
             dv.view(b * nk, s, -1).add_(torch.bmm(score.transpose(1, 2), gt))
             dk.view(b * nk, s, -1).add_(torch.bmm(ds.transpose(1, 2), qt))
-        dq[:, :, r0:r1].copy_(torch.bmm(ds, ka.view(b * nk, s, -1)).view(b, nk, t, r, -1))
+        dq.write(n, ds, ka.view(b * nk, s, -1))
     if db is not None:
         db = db.mul_(p.alpha).to(p.bias.dtype) if p.alpha != 1.0 else db.to(p.bias.dtype)
     dk, dv = dk.to(dt).permute(0, 2, 1, 3), dv.to(dt).permute(0, 2, 1, 3)
-    return _ungroup(dq, p), dk, dv, db
+    return dq.result(), dk, dv, db
 
 
 def _add_bias_grad(db: torch.Tensor, ds: torch.Tensor, p: Problem, r0: int, r1: int) -> None:
