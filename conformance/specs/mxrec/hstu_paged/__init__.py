@@ -1,0 +1,1 @@
+"""Specs of the paged HSTU family (``fbgemm_npu/native/mxrec/hstu_paged/``)."""
