@@ -223,7 +223,9 @@ def _aliased_output(fn: Callable[..., Any], args: tuple, kwargs: dict, out: Any)
         return None
     if schema.name in SCHEMA_OMITS_ALIAS:
         return None
-    if torch._C._dispatch_has_kernel_for_dispatch_key(schema.name, "CompositeImplicitAutograd"):
+    # the dispatcher knows an overload by its full name ("mxrec::hstu_jagged.equal")
+    full = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+    if torch._C._dispatch_has_kernel_for_dispatch_key(full, "CompositeImplicitAutograd"):
         return None  # upstream's composite: it decomposes (AOT sees its parts); its aliasing
     inputs = {
         t.untyped_storage().data_ptr()
