@@ -1,0 +1,1 @@
+"""Specs of the sequence family (``fbgemm_npu/native/mxrec/sequence/``)."""
