@@ -97,6 +97,14 @@ def test_mixed_devices_are_refused() -> None:
     kw["k"] = kw["k"].cpu()
     with pytest.raises(RuntimeError, match=rf"{FWD}.*k"):
         torch.ops.mxrec.hstu_fuxi(**kw)
+    kw = _args(maskType=3, mask=torch.ones(3, N, S, S))
+    kw["mask"] = kw["mask"].to("npu:1")
+    with pytest.raises(RuntimeError, match=rf"{FWD}.*mask"):
+        torch.ops.mxrec.hstu_fuxi(**kw)
+    kw = _bwd_args()
+    kw["grad"] = kw["grad"].to("npu:1")
+    with pytest.raises(RuntimeError, match=rf"{BWD}.*grad"):
+        torch.ops.mxrec.hstu_dense_backward_fuxi(**kw)
 
 
 def test_sizes_that_cannot_be_allocated_are_named() -> None:

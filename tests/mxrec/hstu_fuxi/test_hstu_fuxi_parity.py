@@ -181,3 +181,41 @@ def test_the_two_references_agree_through_the_layout_change(mask_type: int, bias
         assert (a is None) == (e is None)
         if a is not None:
             torch.testing.assert_close(a, e)
+
+
+@pytest.mark.parametrize("layout", ["jagged", "normal"])
+def test_strided_and_expanded_inputs_give_the_contiguous_results(layout: str) -> None:
+    """On the device: a transposed q, a sliced k, a v of one head expanded (stride 0), biases
+    and mask expanded from one row; the output and every gradient (of the bases) equal those of
+    contiguous copies, and the stride-0 output gradient ``out.sum()`` gives is taken as it is."""
+    x = _data(6, torch.float32, seed=11, jagged=layout == "jagged")
+    shape = x["q"].shape
+    views = (
+        lambda t: t.transpose(-1, -2),  # base [..., D, N]: q transposed
+        lambda t: t[..., :D],  # base [..., N, 2D]: a slice
+        lambda t: t.expand(shape),  # base [..., 1, D]: every head one row, stride 0
+        lambda t: t.expand(B, 6, 6),  # timestampBias from one batch row
+        lambda t: t,
+    )
+    bases = (
+        x["q"].transpose(-1, -2).contiguous(),
+        torch.cat([x["k"], x["k"]], -1),
+        x["v"][..., :1, :].contiguous(),
+        x["ts"][:1].contiguous(),
+        x["pos"],
+    )
+    off = x["off"] if layout == "jagged" else None
+    results = []
+    for contiguous in (False, True):
+        leaves = [t.npu().requires_grad_() for t in bases]
+        args = [view(leaf) for view, leaf in zip(views, leaves, strict=True)]
+        mask = x["mask"][:1].npu().expand(B, N, 6, 6)
+        if contiguous:
+            args, mask = [a.contiguous() for a in args], mask.contiguous()
+        else:
+            assert args[2].stride()[-2] == 0 and not args[0].is_contiguous()
+        out = torch.ops.mxrec.hstu_fuxi(*args, mask, 3, 6, 0.0, layout, off)
+        out.sum().backward()
+        results.append([out, *(leaf.grad for leaf in leaves)])
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)

@@ -110,7 +110,7 @@ def _channels(
 
 def fuxi_forward(f: Fuxi) -> torch.Tensor:
     """Padded output ``[B, S, C, N, D]`` in q's dtype (rows past a length are 0).  Launches: 3
-    (q, k^T, v heads-major) + 6 to 11 per tile (``tiles``), whatever ``B`` and ``N``."""
+    (q, k^T, v heads-major) + 7 to 11 per tile (``tiles``), whatever ``B`` and ``N``."""
     p, c = f.p, f.channels
     b, s, n, d = p.q.shape
     qh, vh, kt = _heads_major(p.q), _heads_major(p.v), _heads_major(p.k, (0, 2, 3, 1))
@@ -153,7 +153,8 @@ def fuxi_backward(
     """Padded ``(dq, dk, dv, dpos, dts)`` for the padded gradient ``grad [B, S, N, C * D]``
     (per head score | ts | pos): dq / dk / dv ``[B, S, N, D]`` contiguous in q's dtype, dpos
     ``[1, S, S]`` and dts ``[B, S, S]`` in the biases' dtype (None without biases).  Launches:
-    about 10 + 10 to 22 per tile."""
+    8 (heads-major copies, the scaled gradient, dk / dv zeroed, the copies back; +3 for the
+    bias gradients) + 10 to 23 per tile."""
     p, c = f.p, f.channels
     b, s, n, d = p.q.shape
     dt, f32 = p.q.dtype, p.q.dtype == torch.float32

@@ -103,8 +103,8 @@ def hstu_fuxi(
     layout: str = "normal",
     seqOffset: list[int] | None = None,  # noqa: N803
 ) -> torch.Tensor:
-    """Forward ``[T, C * N * D]`` / ``[B, S, C * N * D]`` (module docstring).  Launches: the
-    layout (jagged, about 15) plus about 12 per query tile; 0 syncs."""
+    """Forward ``[T, C * N * D]`` / ``[B, S, C * N * D]`` (module docstring).  Launches: a
+    setup of 20-22 (jagged; normal 3-8) plus 7-11 per query tile; 0 syncs (BUDGETS)."""
     c = check_call(
         FWD,
         q,
@@ -154,7 +154,7 @@ def hstu_dense_backward_fuxi(
     seqOffset: list[int] | None = None,  # noqa: N803
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(dq, dk, dv, dpositionBias, dtimestampBias)`` for jagged ``grad [T, N, 3D]`` (module
-    docstring).  Launches: the layout (about 25) plus about 20 per query tile; 0 syncs."""
+    docstring).  Launches: a setup of 27-33 plus 10-23 per query tile; 0 syncs (BUDGETS)."""
     c = check_call(
         BWD,
         q,
