@@ -1,9 +1,9 @@
 """Hostile input to ``mxrec::hstu_forward_v2`` / ``mxrec::hstu_backward_v2``: each bad argument
 raises a ``ValueError`` / ``RuntimeError`` naming the op and the argument (window sizes, the mask
 rules that do not combine, arbitrary_func's shape / dtype, rab's shape / dtype, float8 and other
-dtypes, sizes, offsets, counts, the hints); bad data (offsets, lengths, ``L_q > L_k``,
-``num_context + num_target >= L_q``) fails the queued data check naming the op, after a valid
-call passed; with the checks off, bad offsets stay memory-safe."""
+dtypes, sizes, offsets, counts, the hints, a tensor on another device); bad data (offsets,
+lengths, ``L_q > L_k``, ``num_context + num_target >= L_q``) fails the queued data check naming
+the op, after a valid call passed; with the checks off, bad offsets stay memory-safe."""
 
 from __future__ import annotations
 
@@ -28,8 +28,18 @@ def _x() -> dict[str, torch.Tensor]:
     }
 
 
+class On:
+    """An argument left where it is (not moved to npu): mixed devices."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+
 def _npu(over: dict) -> dict:
-    return {n: (a.npu() if isinstance(a, torch.Tensor) else a) for n, a in over.items()}
+    return {
+        n: (a.t if isinstance(a, On) else a.npu() if isinstance(a, torch.Tensor) else a)
+        for n, a in over.items()
+    }
 
 
 def _forward(**over: object) -> torch.Tensor:
@@ -38,7 +48,7 @@ def _forward(**over: object) -> torch.Tensor:
     kw["seq_offset"], kw["seq_offset_k"] = torch.tensor(OFF_Q), torch.tensor(OFF_K)
     kw.update(over)
     q, k, v = (kw.pop(n, x[n]) for n in ("q", "k", "v"))
-    return torch.ops.mxrec.hstu_forward_v2(q, k, v, **_npu(kw))
+    return torch.ops.mxrec.hstu_forward_v2(*_npu({"q": q, "k": k, "v": v}).values(), **_npu(kw))
 
 
 def _backward(**over: object) -> tuple:
@@ -47,7 +57,8 @@ def _backward(**over: object) -> tuple:
     kw["seq_offset_q"], kw["seq_offset_k"] = torch.tensor(OFF_Q, dtype=I32), torch.tensor(OFF_K)
     kw.update(over)
     grad, q, k, v = (kw.pop(n, x[n]) for n in ("grad", "q", "k", "v"))
-    return torch.ops.mxrec.hstu_backward_v2(grad, q, k, v, **_npu(kw))
+    lead = _npu({"grad": grad, "q": q, "k": k, "v": v}).values()
+    return torch.ops.mxrec.hstu_backward_v2(*lead, **_npu(kw))
 
 
 def _af(*shape: int, dtype: torch.dtype = I32) -> torch.Tensor:
@@ -100,6 +111,10 @@ FORWARD = [
     ({"sparse_info": [torch.zeros(2, dtype=I32)] * 6}, "sparse_info"),  # no arbitrary_func
     ({"sparse_info": [torch.zeros(2)] * 6, "arbitrary_func": _af(B, 1, SQ, 4)}, "sparse_info"),
     ({"rab": "a string"}, "rab"),
+    ({"seq_offset": On(torch.tensor(OFF_Q))}, "seq_offset"),  # on CPU, q on npu
+    ({"rab": On(torch.randn(B, NQ, SQ, SK))}, "rab"),
+    ({"arbitrary_func": On(_af(B, 1, SQ, 4))}, "arbitrary_func"),
+    ({"num_context": On(torch.tensor([0, 0, 0])), "target_group_size": 1}, "num_context"),
 ]
 
 
@@ -125,6 +140,8 @@ BACKWARD = [
     ({"seq_offset_q": torch.tensor([0, 2, 5])}, "seq_offset_k"),
     ({"rab": torch.randn(B, NQ, SK, SQ + 1)}, "rab"),
     ({"q": torch.randn(5, NQ, D).to(torch.bfloat16).npu()}, "grad"),
+    ({"k": On(torch.randn(7, NK, D))}, "k"),  # k on CPU, q on npu
+    ({"seq_offset_k": On(torch.tensor(OFF_K))}, "seq_offset_k"),
 ]
 
 

@@ -235,3 +235,17 @@ def test_the_readme_examples_positional() -> None:
         torch.testing.assert_close(a.double().cpu(), b, rtol=0, atol=tol)
     assert grads[3].numel() == 0
     check()
+
+
+def test_non_contiguous_inputs_match_the_reference() -> None:
+    """q / k / v as transposed views and rab expanded over the batch (stride 0)."""
+    x = _x()
+    q, k, v = (x[n].float().transpose(0, 1).contiguous().transpose(0, 1) for n in ("q", "k", "v"))
+    assert not q.is_contiguous()
+    rab = x["rab"][:1].float().expand(B, -1, -1, -1)
+    kw = _kw({"alpha": 0.5}, x, "npu", torch.float32)
+    out = torch.ops.mxrec.hstu_forward_v2(q.npu(), k.npu(), v.npu(), rab=rab.npu(), **kw)
+    rkw = _kw({"alpha": 0.5}, x, "cpu", torch.float64)
+    ref = hstu_forward_v2_reference(x["q"], x["k"], x["v"], rab=rab.double(), **rkw)
+    torch.testing.assert_close(out.double().cpu(), ref, rtol=0, atol=TOL[torch.float32] * 10)
+    check()

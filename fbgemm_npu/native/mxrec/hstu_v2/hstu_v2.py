@@ -30,11 +30,12 @@ max_seqlen_k``) in q's dtype.  ``V`` (0/1), one rule per call:
 by query tiles.  ``sparse_info`` (Rec SDK's block lists of arbitrary_func's mask, built from it by
 its helpers: an acceleration hint of the same mask) is accepted and not read; a list that
 disagrees with arbitrary_func is not detected, the mask is arbitrary_func's.
-Beyond Rec SDK (fp16 / bf16, MHA, no autograd): float32, GQA, general windows, per-head
-intervals, and autograd (AutogradPrivateUse1 / AutogradCPU) for q, k, v and rab (None without a
-rab; the backward op returns an empty ``(0,)`` tensor in that slot).  Not supported: float8
-(refused).  Launches per query tile only (``budgets.py``), 0 syncs (the max lengths are
-required), 0 AI-CPU; no ``[B, N, S, S]`` buffer besides ``rab``'s gradient.
+Beyond Rec SDK (fp16 / bf16, MHA, int32 offsets, D a multiple of 16, no autograd): float32
+(float64 on CPU), GQA, int64 offsets, any D, general windows, per-head intervals, and autograd
+(AutogradPrivateUse1 / AutogradCPU) for q, k, v and rab (None without a rab; the backward op
+returns an empty ``(0,)`` tensor in that slot).  Not supported: float8 (refused).  Launches: a
+setup, then a count per query tile (``budgets.py``), 0 syncs (the max lengths are required),
+0 AI-CPU; no ``[B, N, S, S]`` buffer besides ``rab``'s gradient.
 """
 
 from __future__ import annotations
@@ -174,8 +175,9 @@ def hstu_forward_v2(  # type: ignore[no-untyped-def]
     target_group_size=0, alpha=1.0, metadata=None, window_size_left=None,
     window_size_right=None, arbitrary_func=None, sparse_info=None,
 ):  # fmt: skip
-    """Output ``[T_q, N_q, D_v]`` in q's dtype.  Launches: the padded gathers and the spans
-    (about 30), then 6-13 per query tile, the gather back."""
+    """Output ``[T_q, N_q, D_v]`` in q's dtype.  Launches (float16, rab): a setup of 33-38 (the
+    padded gathers, the spans, the tile layout, the rows back; 52 with context / targets), then
+    8-10 per query tile (12 with context / targets, 14 with 2 interval pairs)."""
     return _run_forward(_forward_call(**_locals(locals())))
 
 
@@ -186,7 +188,8 @@ def hstu_backward_v2(  # type: ignore[no-untyped-def]
     sparse_info=None,
 ):  # fmt: skip
     """``(dq, dk, dv, drab)`` in the shapes of q, k, v and rab (``(0,)`` without one).
-    Launches: the padded gathers and the spans, then 10-20 per query tile, 3 gathers back."""
+    Launches (float16, rab): a setup of 45-51 (65 with context / targets), then 17-19 per query
+    tile (21 with context / targets, 23 with 2 interval pairs)."""
     grad = A.check_grad(BWD, grad, q, v)
     kw = _locals(locals())
     kw.pop("grad")
