@@ -102,6 +102,7 @@ FORWARD = [
     ({"q": torch.randn(5, NQ, D + 1).npu()}, "k"),
     ({"max_seq_len": 0}, "max_seq_len"),
     ({"max_seq_len_k": -1}, "max_seq_len_k"),
+    ({"max_seq_len": 10**6}, "max_seq_len"),  # past Rec SDK's 20480: hours of tiles
     ({"seq_offset": None}, "seq_offset"),
     ({"seq_offset": torch.tensor([0.0, 2.0, 2.0, 5.0])}, "seq_offset"),
     ({"seq_offset_k": torch.tensor([0, 7])}, "seq_offset_k"),
@@ -137,6 +138,7 @@ BACKWARD = [
     ({**COUNTS, "window_size_right": 0, "target_group_size": 0}, "target_group_size"),
     ({"max_seqlen_q": 0}, "max_seqlen_q"),
     ({"max_seqlen_k": 0}, "max_seqlen_k"),
+    ({"max_seqlen_k": 20481}, "max_seqlen_k"),
     ({"seq_offset_q": torch.tensor([0, 2, 5])}, "seq_offset_k"),
     ({"rab": torch.randn(B, NQ, SK, SQ + 1)}, "rab"),
     ({"q": torch.randn(5, NQ, D).to(torch.bfloat16).npu()}, "grad"),

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from fbgemm_npu.native._checks import (
+    allocation_of,
     check_dtype,
     check_ndim,
     check_same_device,
@@ -37,6 +38,9 @@ __all__ = [
 ]  # fmt: skip
 
 I32 = torch.int32
+# Rec SDK's documented longest sequence (recsdk-ops.md 2.3): the padded tile program costs
+# B * N * S_q * S_k whatever the lengths, so a mistyped 10**6 would run for hours before failing
+MAX_SEQ_LEN = 20480
 # Rec SDK's sparse_info: mask_cnt, mask_offset, mask_idx, full_cnt, full_offset, full_idx
 SPARSE_LISTS = 6
 
@@ -187,8 +191,11 @@ def resolve(
             f"got {off_k.numel()}"
         )
     for name, s in ((names[0], s_q), (names[1], s_k)):
-        if s <= 0:
-            raise ValueError(f"{op}: argument '{name}' must be > 0 (a padded length); got {s}")
+        if s <= 0 or s > MAX_SEQ_LEN:
+            raise ValueError(
+                f"{op}: argument '{name}' must be in [1, {MAX_SEQ_LEN}] (a padded length; Rec "
+                f"SDK's longest sequence); got {s}"
+            )
     batch = off_q.numel() - 1
     nc, nt = counts
     got = L.check_counts(op, batch, q, num_context=nc, num_target=nt)
@@ -260,8 +267,11 @@ def problem(
     """The padded problem of a checked call, the :class:`Rows` of q and of k (the way back) and
     the padded ``grad``.  Launches: the two gathers (about 10 each), the spans (about 6; 4 more
     for context, 8 for targets), the data checks when on."""
-    (qp, *gp), rows_q = padded_rows([c.q, *([grad] if grad is not None else [])], c.off_q, c.s_q)
-    (kp, vp), rows_k = padded_rows([c.k, c.v], c.off_k, c.s_k)
+    what = f"the padded layout of {names[0]} = {c.s_q} / {names[1]} = {c.s_k} rows a sequence"
+    with allocation_of(c.op, what):
+        qs = [c.q, *([grad] if grad is not None else [])]
+        (qp, *gp), rows_q = padded_rows(qs, c.off_q, c.s_q)
+        (kp, vp), rows_k = padded_rows([c.k, c.v], c.off_k, c.s_k)
     lq, lk = rows_q.lengths, rows_k.lengths
     if validation_enabled():
         _queue_checks(c, names, lq, lk)
