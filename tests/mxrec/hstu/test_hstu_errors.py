@@ -14,6 +14,7 @@ import torch
 from conformance.specs.mxrec.hstu.reference import hstu_jagged_reference
 from fbgemm_npu.native._checks import validation_enabled
 from fbgemm_npu.native._pending import check
+from fbgemm_npu.native.mxrec.hstu import _layout
 
 OFF = [0, 3, 3, 8]  # lengths 3, 0, 5
 S, NQ, NK, D, DV = 6, 2, 1, 4, 3
@@ -229,6 +230,47 @@ def test_non_contiguous_q_k_v_equal_the_reference(layout: str) -> None:
     )
     ref = hstu_jagged_reference(q, k, v, torch.tensor(OFF), max_seq_len=S)
     torch.testing.assert_close(out.cpu().double(), ref, rtol=1e-4, atol=1e-5)
+
+
+# --- sizes: a huge max_seq_len is refused before the padded tiles run (it hung: 2**20 rows of
+# two sequences ran ~10**6 tiles); q without heads ---
+
+
+@pytest.mark.parametrize("value", [20481, 2**20, 2**31, 2**40], ids=str)
+@pytest.mark.parametrize("op", ["equal", "delta_q", "delta_k"])
+def test_a_max_seq_len_past_rec_sdks_range_is_refused(op: str, value: int) -> None:
+    q, k, v = _qkv()
+    off = torch.tensor(OFF).npu()
+    if op == "equal":
+        _raises(lambda: _jagged(max_seq_len=value), r"hstu_jagged.*max_seq_len")
+        return
+    kw = {"max_seq_len": S, "max_seq_len_k": S, "seq_offset": off, "seq_offset_k": off}
+    name = "max_seq_len" if op == "delta_q" else "max_seq_len_k"
+    kw[name] = value
+    _raises(lambda: torch.ops.mxrec.hstu_jagged.delta(q, k, v, **kw), rf"hstu_jagged.*'{name}'")
+
+
+def test_the_bound_itself_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound is Rec SDK's 20480; at it a call runs, one past it is refused (shown at a bound
+    of 8: a call at 20480 costs ~30 s on the simulated device)."""
+    assert _layout.MAX_SEQ_LEN == 20480
+    monkeypatch.setattr(_layout, "MAX_SEQ_LEN", 8)
+    out = _jagged(max_seq_len=8)
+    check()
+    q, k, v = _qkv(device="cpu")
+    ref = hstu_jagged_reference(q, k, v, torch.tensor(OFF), max_seq_len=8)
+    torch.testing.assert_close(out.cpu().double(), ref, rtol=1e-4, atol=1e-6)
+    _raises(lambda: _jagged(max_seq_len=9), r"hstu_jagged.*'max_seq_len' must be <= 8")
+
+
+@pytest.mark.parametrize("op", ["jagged", "dense"])
+def test_q_without_heads_is_refused(op: str) -> None:
+    """It passed ``N_q % N_k == 0`` and failed inside (a reshape of 0 elements)."""
+    if op == "jagged":
+        _raises(lambda: _jagged(q=torch.zeros(8, 0, D)), r"hstu_jagged.*'q'")
+        return
+    q, k, v = (t.reshape(2, 4, *t.shape[1:]) for t in _qkv())
+    _raises(lambda: torch.ops.mxrec.hstu_dense(q[:, :, :0], k, v), r"hstu_dense.*'q'")
 
 
 # --- fixed in the kernels' files: an empty batch, delta's counts at key positions ---

@@ -25,6 +25,7 @@ from fbgemm_npu.native._index import arange_cached, segment_ids
 
 __all__ = [
     "FLOAT_DTYPES",
+    "MAX_SEQ_LEN",
     "check_counts",
     "check_mask_args",
     "check_offsets",
@@ -38,6 +39,10 @@ __all__ = [
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 OFFSET_DTYPES = (torch.int32, torch.int64)
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# Rec SDK's documented range of S (recsdk-ops.md 2.3: S in [1, 20480]).  The padded tile program
+# costs B * N * S**2 whatever the lengths: a mistyped max_seq_len of 10**6 with a few short
+# sequences would run ~10**5 tiles (hours) before any error; past this bound it is refused.
+MAX_SEQ_LEN = 20480
 
 
 def check_qkv(
@@ -60,6 +65,8 @@ def check_qkv(
             f"got {list(k.shape)} and {list(v.shape)}"
         )
     nq, nk = q.size(-2), k.size(-2)
+    if nq == 0:
+        raise ValueError(f"{op}: argument 'q' must have at least one head; got {list(q.shape)}")
     if nk == 0 or nq % nk != 0 or v.size(-2) != nk:
         raise ValueError(
             f"{op}: argument 'k' must have a head count dividing q's ({nq}) and equal to v's "
@@ -83,7 +90,14 @@ def check_mask_args(
     s_keys: int | None = None,
 ) -> None:
     """mask_type in {0, 2, 3} (1, upper triangular, is refused as Rec SDK does); the custom
-    mask (required for 3) and attn_bias ``[B, N_q, S, S]`` in q's dtype and device."""
+    mask (required for 3) and attn_bias ``[B, N_q, S, S]`` in q's dtype and device; ``S`` (and
+    ``S_k``) at most :data:`MAX_SEQ_LEN`."""
+    for name, s in (("max_seq_len", s_max), ("max_seq_len_k", s_keys)):
+        if s is not None and s > MAX_SEQ_LEN:
+            raise ValueError(
+                f"{op}: argument '{name}' must be <= {MAX_SEQ_LEN} (Rec SDK's longest sequence); "
+                f"got {s}"
+            )
     if mask_type == 1:
         raise ValueError(f"{op}: argument 'mask_type' 1 (upper triangular) is not supported")
     if mask_type not in (0, 2, 3):
