@@ -1,0 +1,1 @@
+"""Specs of the optim family (Rec SDK's fused sparse optimizers)."""
