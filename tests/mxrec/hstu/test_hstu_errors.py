@@ -1,5 +1,5 @@
 """Hostile input to the HSTU ops (``mxrec::hstu_jagged.equal`` / ``.delta``, ``mxrec::hstu_dense``
-and their backwards): each case a finding of the fuzz suite (its hstu family) or a
+and their backwards): each case a finding of the fuzz suite (tests/fuzz/test_fuzz_hstu.py) or a
 category the issue names, held deterministically.  Bad input raises an error naming the op and
 the argument (data conditions through the queued checks, read at ``check()``); valid edge cases
 (``num_context + num_target == L``) equal the float64 reference.  Cases whose fix belongs to the
