@@ -1,0 +1,1 @@
+"""Specs of FBGEMM's varlen HSTU attention (``fbgemm_npu/native/fbgemm/hstu_varlen/``)."""
