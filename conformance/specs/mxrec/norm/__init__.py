@@ -1,0 +1,1 @@
+"""Specs of the norm family (``fbgemm_npu/native/mxrec/norm/``)."""
