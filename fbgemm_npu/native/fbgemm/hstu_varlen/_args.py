@@ -187,6 +187,11 @@ def parse(
             f"{op}: argument 'max_seqlen_q' ({max_seqlen_q}) must be <= max_seqlen_k "
             f"({max_seqlen_k}): the queries are the last keys of their sequence"
         )
+    for name, val in (("scaling_seqlen", scaling_seqlen), ("target_group_size", target_group_size)):
+        if not isinstance(val, int) or isinstance(val, bool):
+            raise ValueError(f"{op}: argument '{name}' must be an int; got {val!r}")
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
+        raise ValueError(f"{op}: argument 'alpha' must be a float; got {alpha!r}")
     if scaling_seqlen != -1 and scaling_seqlen <= 0:
         raise ValueError(
             f"{op}: argument 'scaling_seqlen' must be -1 (max_seqlen_q) or > 0; "
