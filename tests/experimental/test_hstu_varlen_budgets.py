@@ -2,7 +2,7 @@
 per query tile after a setup): every mask variant of the main path (causal, contexts + targets +
 rab, a local window + rab, func + rab, seqused) and the paged path, measured with the data checks
 off and on, at two batch sizes and head counts (the launches must not change), in float16 and
-float32, over 1 and 4 tiles (checks off) and 8 (on); 0 syncs, 0 AI-CPU.  Memory: a call's
+float32, over 1, 4 and 4 uneven tiles (checks off) and 8 (on); 0 syncs, 0 AI-CPU.  Memory: a call's
 peak stays below half of one ``[B, H, S, S]`` float32 score matrix.
 """
 
@@ -61,10 +61,11 @@ def _call(batch: int, heads: int, variant: str, dtype: torch.dtype) -> tuple[tup
     return args, kw
 
 
-def _run(op: str, variant: str, tiles: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    counts = []
+def _run(op: str, variant: str, rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rows`` query rows a tile (5: the last of 4 tiles is shorter)."""
+    counts, tiles = [], -(-S // rows)
     for batch, heads, dtype in ((2, 4, F16), (3, 8, F16), (2, 4, torch.float32)):
-        monkeypatch.setattr(_attention, "TILE_ELEMENTS", batch * heads * S * (S // tiles))
+        monkeypatch.setattr(_attention, "TILE_ELEMENTS", batch * heads * S * rows)
         args, kw = _call(batch, heads, variant, dtype)
         if op == FWD:
             fn, args = torch.ops.fbgemm.hstu_varlen_fwd_80, args[1:]
@@ -84,16 +85,16 @@ def _run(op: str, variant: str, tiles: int, monkeypatch: pytest.MonkeyPatch) -> 
 CASES = [(FWD, v) for v in VARIANTS] + [(BWD, v) for v in VARIANTS if v != "paged"]
 
 
-@pytest.mark.parametrize("tiles", [1, 4])
+@pytest.mark.parametrize("rows", [S, S // 4, 5])
 @pytest.mark.parametrize(("op", "variant"), CASES, ids=str)
-def test_budget_with_the_checks_off(op, variant, tiles, no_validation, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    _run(op, variant, tiles, monkeypatch)
+def test_budget_with_the_checks_off(op, variant, rows, no_validation, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    _run(op, variant, rows, monkeypatch)
 
 
-@pytest.mark.parametrize("tiles", [8])
+@pytest.mark.parametrize("rows", [S // 8])
 @pytest.mark.parametrize(("op", "variant"), CASES, ids=str)
-def test_budget_with_the_checks_on(op, variant, tiles, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    _run(op, variant, tiles, monkeypatch)
+def test_budget_with_the_checks_on(op, variant, rows, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    _run(op, variant, rows, monkeypatch)
 
 
 def test_every_op_and_path_is_measured() -> None:
