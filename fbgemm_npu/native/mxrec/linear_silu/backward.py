@@ -127,7 +127,17 @@ def in_linear_silu_backward(
     return _grads(xt, w, b, gs, z)
 
 
-def _backward_meta(x, weight, bias, user_grad, value_grad, query_grad, key_grad, z, attr_dict):
+def _backward_meta(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    user_grad: torch.Tensor,
+    value_grad: torch.Tensor,
+    query_grad: torch.Tensor,
+    key_grad: torch.Tensor,
+    z: torch.Tensor,
+    attr_dict: Sequence[int],
+) -> list[torch.Tensor | None]:
     grads = (user_grad, value_grad, query_grad, key_grad)
     xt, w, b, _, _ = _check(x, weight, bias, grads, z, attr_dict)
     return [

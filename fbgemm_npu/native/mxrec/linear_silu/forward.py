@@ -116,7 +116,9 @@ def check_linear(
     return xt, w, b, split_widths(op, attr_dict, n)
 
 
-def _forward(op: str, x: object, weight: object, bias: object, attr_dict: Sequence[int]):
+def _forward(
+    op: str, x: object, weight: object, bias: object, attr_dict: Sequence[int]
+) -> list[torch.Tensor]:
     xt, w, b, widths = check_linear(op, x, weight, check_tensor(op, "bias", bias), attr_dict)
     assert b is not None
     m, n = xt.size(0), w.size(0)
@@ -144,7 +146,9 @@ def distance_in_linear_silu(
     return _forward(DISTANCE_IN_LINEAR_SILU, x, weight, bias, attr_dict)
 
 
-def _meta(op: str, x: object, weight: object, bias: object, attr_dict: Sequence[int]):
+def _meta(
+    op: str, x: object, weight: object, bias: object, attr_dict: Sequence[int]
+) -> list[torch.Tensor]:
     xt, w, _, widths = check_linear(op, x, weight, check_tensor(op, "bias", bias), attr_dict)
     m = xt.size(0)
     return [xt.new_empty((m, h)) for h in widths] + [xt.new_empty((m, w.size(0)))]

@@ -13,7 +13,9 @@ __all__ = ["FLOATS", "check_eps", "check_row_params", "check_same_shape"]
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def check_same_shape(op: str, name: str, t: object, like: torch.Tensor, like_name: str):
+def check_same_shape(
+    op: str, name: str, t: object, like: torch.Tensor, like_name: str
+) -> torch.Tensor:
     """``t`` a tensor of ``like``'s shape and dtype."""
     t = check_tensor(op, name, t)
     if t.shape != like.shape:
@@ -31,7 +33,7 @@ def check_same_shape(op: str, name: str, t: object, like: torch.Tensor, like_nam
 
 def check_row_params(
     op: str, names: tuple[str, str], params: tuple[object, object], x: torch.Tensor
-):
+) -> list[torch.Tensor]:
     """The layer norm's weight and bias: 1-D ``[C]`` (``C = x.size(-1)``) of ``x``'s dtype."""
     out = []
     c = x.size(-1)

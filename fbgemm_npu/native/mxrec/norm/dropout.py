@@ -88,10 +88,13 @@ SCHEMAS = {
     "Tensor u, Tensor weight, Tensor bias, Tensor? mask, float eps, float dropout_ratio) "
     "-> Tensor[]",
 }
+T = torch.Tensor
 NO_DROPOUT = 1e-10  # Rec SDK: |p| <= 1e-10 means no dropout
 
 
-def _check(op: str, x: object, u: object, weight: object, bias: object, eps: float, p: float):
+def _check(
+    op: str, x: object, u: object, weight: object, bias: object, eps: float, p: float
+) -> tuple[T, T, T, T, float, float]:
     """Host checks (no launch): 2-D float ``x``, ``u`` of its shape and dtype, ``[C]`` weight
     and bias of its dtype, one device, ``eps`` finite > 0, ``dropout_ratio`` in [0, 1]."""
     xt = check_dtype(op, "x", check_ndim(op, "x", check_tensor(op, "x", x), (2,)), FLOATS)
@@ -111,7 +114,7 @@ def _scale_(t: torch.Tensor, p: float) -> torch.Tensor:
     return t.mul_(0.0 if p >= 1.0 else 1.0 / (1.0 - p))
 
 
-def _forward(x, u, weight, bias, eps: float, p: float):
+def _forward(x: T, u: T, weight: T, bias: T, eps: float, p: float) -> tuple[T, T | None]:
     """``(y, keep)``; ``keep`` ``None`` without dropout."""
     what = f"the [B, C] = {list(x.shape)} output of 'x'"
     with allocation_of(NORM_MULTIPLY_DROPOUT, what):
@@ -123,18 +126,22 @@ def _forward(x, u, weight, bias, eps: float, p: float):
         return _scale_(y.mul_(keep), p), keep
 
 
-def norm_multiply_dropout(x, u, weight, bias, eps: float, dropout_ratio: float):
+def norm_multiply_dropout(
+    x: T, u: T, weight: T, bias: T, eps: float, dropout_ratio: float
+) -> list[T]:
     """PrivateUse1 / CPU: ``[y]`` (2 launches; 6 with dropout)."""
     args = _check(NORM_MULTIPLY_DROPOUT, x, u, weight, bias, eps, dropout_ratio)
     return [_forward(*args)[0]]
 
 
-def _forward_meta(x, u, weight, bias, eps: float, dropout_ratio: float):
+def _forward_meta(x: T, u: T, weight: T, bias: T, eps: float, dropout_ratio: float) -> list[T]:
     xt = _check(NORM_MULTIPLY_DROPOUT, x, u, weight, bias, eps, dropout_ratio)[0]
     return [xt.new_empty(xt.shape)]
 
 
-def _check_backward(grad, x, u, weight, bias, mask, eps: float, p: float):
+def _check_backward(
+    grad: T, x: T, u: T, weight: T, bias: T, mask: T | None, eps: float, p: float
+) -> tuple[T, T, T, T, T, T | None, float, float]:
     op = NORM_MULTIPLY_DROPOUT_BACKWARD
     xt, ut, w, b, eps, p = _check(op, x, u, weight, bias, eps, p)
     g = check_same_shape(op, "grad", grad, xt, "x")
@@ -155,7 +162,9 @@ def _check_backward(grad, x, u, weight, bias, mask, eps: float, p: float):
     return g, xt, ut, w, b, m, eps, p
 
 
-def _backward(grad, x, u, weight, bias, keep, eps: float, p: float):
+def _backward(
+    grad: T, x: T, u: T, weight: T, bias: T, keep: T | None, eps: float, p: float
+) -> list[T]:
     what = f"the [B, C] = {list(x.shape)} gradients of 'x' and 'u'"
     with allocation_of(NORM_MULTIPLY_DROPOUT_BACKWARD, what):
         ln, mean, rstd = torch.native_layer_norm(x, [x.size(1)], weight, bias, eps)
@@ -174,7 +183,9 @@ def norm_multiply_dropout_backward(
     return _backward(*_check_backward(grad, x, u, weight, bias, mask, eps, dropout_ratio))
 
 
-def _backward_meta(grad, x, u, weight, bias, mask, eps: float, dropout_ratio: float):
+def _backward_meta(
+    grad: T, x: T, u: T, weight: T, bias: T, mask: T | None, eps: float, dropout_ratio: float
+) -> list[T]:
     _, xt, ut, w, b, _, _, _ = _check_backward(grad, x, u, weight, bias, mask, eps, dropout_ratio)
     return [
         xt.new_empty(xt.shape),
@@ -203,7 +214,7 @@ class _NormMultiplyDropout(torch.autograd.Function):
         return (*(g if need[i] else None for i, g in enumerate(grads)), None, None)
 
 
-def _autograd(x, u, weight, bias, eps: float, dropout_ratio: float):
+def _autograd(x: T, u: T, weight: T, bias: T, eps: float, dropout_ratio: float) -> list[T]:
     """AutogradPrivateUse1 / AutogradCPU: ``[y]``, recorded when an input needs a gradient."""
     if not needs_grad(x, u, weight, bias):
         with torch._C._AutoDispatchBelowAutograd():

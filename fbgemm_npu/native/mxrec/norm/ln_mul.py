@@ -42,7 +42,9 @@ SCHEMAS = {LN_MUL: "ln_mul(Tensor x, Tensor u, Tensor gamma, Tensor beta) -> Ten
 EPS = 1e-5
 
 
-def _check(x: object, u: object, gamma: object, beta: object):
+def _check(
+    x: object, u: object, gamma: object, beta: object
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     xt = check_dtype(LN_MUL, "x", check_tensor(LN_MUL, "x", x), FLOATS)
     if xt.dim() < 1 or xt.size(-1) == 0:
         raise ValueError(
@@ -54,12 +56,16 @@ def _check(x: object, u: object, gamma: object, beta: object):
     return xt, ut, g, b
 
 
-def _norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor):
+def _norm(
+    x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     with allocation_of(LN_MUL, f"the {tuple(x.shape)} output of 'x'"):
         return torch.native_layer_norm(x, [x.size(-1)], gamma, beta, EPS)
 
 
-def ln_mul(x: torch.Tensor, u: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor):
+def ln_mul(
+    x: torch.Tensor, u: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor
+) -> torch.Tensor:
     """PrivateUse1 / CPU: ``layer_norm(x) * u`` (2 launches)."""
     xt, ut, g, b = _check(x, u, gamma, beta)
     return _norm(xt, g, b)[0].mul_(ut)
@@ -92,7 +98,9 @@ class _LnMul(torch.autograd.Function):
         return dx, du, dgamma, dbeta
 
 
-def _ln_mul_autograd(x, u, gamma, beta):
+def _ln_mul_autograd(
+    x: torch.Tensor, u: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor
+) -> torch.Tensor:
     """AutogradPrivateUse1 / AutogradCPU: recorded when an input needs a gradient."""
     if not needs_grad(x, u, gamma, beta):
         return below_autograd(torch.ops.mxrec.ln_mul, x, u, gamma, beta)

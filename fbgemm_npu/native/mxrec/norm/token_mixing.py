@@ -45,7 +45,9 @@ SCHEMAS = {
 }
 
 
-def _check(x: object, gamma: object, beta: object, epsilon: float):
+def _check(
+    x: object, gamma: object, beta: object, epsilon: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
     op = TOKEN_MIXING
     xt = check_dtype(op, "x", check_ndim(op, "x", check_tensor(op, "x", x), (3,)), FLOATS)
     if xt.size(1) != xt.size(2) or xt.size(2) == 0:
@@ -58,7 +60,9 @@ def _check(x: object, gamma: object, beta: object, epsilon: float):
     return xt, g, b, check_eps(op, "epsilon", epsilon)
 
 
-def _mix(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float):
+def _mix(
+    x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     with allocation_of(TOKEN_MIXING, f"the {tuple(x.shape)} output of 'x'"):
         s = x + x.transpose(1, 2)
         return (s, *torch.native_layer_norm(s, [s.size(-1)], gamma, beta, eps))
@@ -94,7 +98,9 @@ class _TokenMixing(torch.autograd.Function):
         return dx, dgamma, dbeta, None
 
 
-def _token_mixing_autograd(x, gamma, beta, epsilon=1e-7):
+def _token_mixing_autograd(
+    x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, epsilon: float = 1e-7
+) -> torch.Tensor:
     """AutogradPrivateUse1 / AutogradCPU: recorded when an input needs a gradient."""
     if not needs_grad(x, gamma, beta):
         return below_autograd(torch.ops.mxrec.token_mixing, x, gamma, beta, epsilon)
