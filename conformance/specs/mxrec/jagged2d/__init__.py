@@ -1,0 +1,1 @@
+"""Specs of the jagged2d family (``fbgemm_npu/native/mxrec/jagged2d/``)."""
