@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["ATEN_OPS_FILE", "torch_npu_supports"]
+__all__ = ["ATEN_OPS_FILE", "torch_npu_runs_whole", "torch_npu_supports"]
 
 ATEN_OPS_FILE = Path(__file__).with_name("aten_ops_torch_npu_2_13.txt")
 
@@ -33,3 +33,10 @@ def torch_npu_supports(func: torch._ops.OpOverload | str) -> bool:
         name, overload = func._schema.name.split("::", 1)[1], func._overloadname
     ops = _torch_npu_ops()
     return f"{name}.{overload}" in ops or (overload == "default" and name in ops)
+
+
+def torch_npu_runs_whole(func: torch._ops.OpOverload) -> bool:
+    """A composite ATen op (``silu_backward``, ``matmul``) that torch_npu runs as its own kernel:
+    listed, and returning fresh tensors (``contiguous``, which may return its input or a copy,
+    is told apart by its parts)."""
+    return torch_npu_supports(func) and all(r.alias_info is None for r in func._schema.returns)

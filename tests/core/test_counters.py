@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import fbgemm_npu
-from fbgemm_npu.testing import counters
+from fbgemm_npu.testing import counters, torch_npu_ops
 from fbgemm_npu.testing.counters import assert_budget, count, torch_npu_supports
 
 _NS = "fbgemm_npu_test_counters"  # a scratch namespace; nothing of upstream's is touched
@@ -160,7 +160,7 @@ def test_device_to_host_copy_is_a_sync_and_host_to_device_a_launch(dev: str) -> 
 
 
 def test_op_missing_from_torch_npu_is_flagged(dev: str) -> None:
-    listed = counters.ATEN_OPS_FILE.read_text().splitlines()
+    listed = torch_npu_ops.ATEN_OPS_FILE.read_text().splitlines()
     assert not any(s.startswith(("logcumsumexp", "_logcumsumexp")) for s in listed)
     assert "cumsum" in listed and "add.Tensor" in listed
     x = torch.arange(4.0, device=dev)
@@ -256,3 +256,19 @@ def test_tensor_literal_on_device_counts_its_host_to_device_copy() -> None:
     with count() as c:
         torch.tensor([1, 2, 3], device="npu")
     assert c.launches == 1 and c.syncs == 0, c.summary()
+
+
+def test_a_composite_torch_npu_runs_whole_is_one_launch_and_contiguous_is_counted() -> None:
+    """Inside a kernel (below autograd, as the registrar runs ours): ``silu_backward`` (composite
+    in ATen, torch_npu's own kernel) counts once; ``contiguous`` (composite, returning an alias)
+    counts as the copy it makes, and nothing when it makes none."""
+    x = torch.randn(4, 6, device="npu")
+    with count("npu") as c, torch._C._AutoDispatchBelowAutograd():
+        torch.ops.aten.silu_backward(x, x)
+    assert c.launches == 1, [e.name for e in c.events]
+    with count("npu") as c, torch._C._AutoDispatchBelowAutograd():
+        x.t().contiguous()
+    assert c.launches == 1, [e.name for e in c.events]
+    with count("npu") as c, torch._C._AutoDispatchBelowAutograd():
+        x.contiguous()
+    assert c.launches == 0, [e.name for e in c.events]
