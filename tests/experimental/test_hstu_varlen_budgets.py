@@ -123,3 +123,19 @@ def test_peak_memory_stays_far_below_one_score_matrix(op: str, monkeypatch) -> N
     print(f"{op}: peak {peak / 2**20:.2f} MiB; one score matrix {scores / 2**20} MiB")
     assert peak < scores / 2, (peak, scores)
     del out
+
+
+def test_a_delta_call_without_rab_tiles_its_queries_only(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """2 new queries against 64 keys: without rab the queries keep rows of their own (the mask
+    shifted), so 1 tile of 2 rows, where queries at their key positions would take 16 tiles of
+    4 rows (the upstream padding, kept with rab: its rows are key positions)."""
+    batch, heads, s_k = 2, 2, 64
+    monkeypatch.setattr(_attention, "TILE_ELEMENTS", batch * heads * s_k * 4)
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(batch * 2, heads, D, generator=g).npu()
+    k, v = (torch.randn(batch * s_k, heads, D, generator=g).npu() for _ in range(2))
+    args = (q, k, v, (torch.arange(batch + 1) * 2).npu(), (torch.arange(batch + 1) * s_k).npu(),
+            None, None, 2, s_k)  # fmt: skip
+    fn = torch.ops.fbgemm.hstu_varlen_fwd_80
+    fn(*args, window_size_right=0)
+    assert_op_budget(lambda: fn(*args, window_size_right=0), FWD, units=1)

@@ -10,8 +10,8 @@ window ``(-1, 0)``, ``(-1, -1)`` or a local one, or ``func`` (``n_func`` 1 or 3,
 rab with ``H_rab`` dividing H half the time; seqused and scaling_seqlen a quarter of the time.
 One example in eight is invalid (heads not dividing rab's, a func of even n_func, a target with
 a local window): ours raises, as the CPU call does.
-Budgets: the op's entry per query tile (``units`` = the call's tile count over ``S =
-max_seqlen_k`` rows), path ``paged`` with the cache.
+Budgets: the op's entry per query tile (``units`` = the call's tile count over ``max_seqlen_k``
+query rows with rab, ``max_seqlen_q`` without), path ``paged`` with the cache.
 
 Oracle: the float64 reference written from upstream's test math (``reference.py``, itself
 checked against a transcription of upstream's test in tests/experimental).  Tolerances ``|ours -
@@ -113,10 +113,13 @@ def _op(**kw: object) -> torch.Tensor:
 
 
 def _budget(**kw: object) -> BudgetUse:
+    """The call's tiles: over ``max_seqlen_k`` query rows with rab (queries at their key
+    positions), ``max_seqlen_q`` without."""
     q, cu, s = kw["q"], kw["cu_seqlens_q"], int(kw["max_seqlen_k"])  # type: ignore[call-overload]
-    rows = tile_rows(cu.numel() - 1, q.size(1), s, s)  # type: ignore[union-attr]
+    s_q = s if kw.get("rab") is not None else int(kw["max_seqlen_q"])  # type: ignore[call-overload]
+    rows = tile_rows(cu.numel() - 1, q.size(1), max(s_q, 1), s)  # type: ignore[union-attr]
     path = "paged" if kw.get("kv_cache") is not None else None
-    return BudgetUse(op=FWD, path=path, units=-(-s // rows))
+    return BudgetUse(op=FWD, path=path, units=max(1, -(-s_q // rows)))
 
 
 @st.composite

@@ -1,10 +1,17 @@
 """The varlen rows <-> the padded layout of the tile program, for FBGEMM's HSTU attention.
 
-Batch ``b`` has ``S = max_seqlen_k`` padded rows, in key coordinates: keys at rows ``j < L_k``,
-queries at their key positions ``L_k - L_q <= r < L_k`` (upstream pads delta queries the same
-way, so ``rab``'s rows are key positions for every query).  Sources:
+Keys: ``S_k = max_seqlen_k`` padded rows per batch, ``j < L_k``.  Queries, two layouts:
 
-* queries (and the output gradient): row ``r`` <- ``cu_seqlens_q[b] + r - (L_k - L_q)``;
+* *at keys* (with rab): ``S_k`` rows, the queries at their key positions ``L_k - L_q <= r <
+  L_k`` (upstream pads delta queries so: rab's rows are key positions), row ``r`` <-
+  ``cu_seqlens_q[b] + r - (L_k - L_q)``;
+* *own* (without rab): ``S_q = max_seqlen_q`` rows, row ``i < L_q`` <- ``cu_seqlens_q[b] + i``,
+  its key position ``i + L_k - L_q`` a shift of the spans (``_spans.build_spans``): a delta
+  call of few queries against a long history tiles ``S_q``, not ``S_k``, query rows.
+
+Sources:
+
+* queries (and the output gradient): as above;
 * keys / values: row ``j`` <- ``cu_seqlens_k[b] + j``; with the paged KV cache, ``j < h``
   (``h = L_k - num_targets``) <- row ``j % page`` of page ``page_ids[page_offsets[b] + j //
   page]`` (``kv_cache[page, 0]`` keys, ``[page, 1]`` values), ``j >= h`` <- ``k`` / ``v`` row
@@ -34,10 +41,12 @@ def _rows(s: int, dev: torch.device) -> torch.Tensor:
     return arange_cached(s, dev, I32).view(1, -1)
 
 
-def query_rows(cu_q: torch.Tensor, lq: torch.Tensor, lk: torch.Tensor, s: int):  # type: ignore[no-untyped-def]
+def query_rows(cu_q: torch.Tensor, lq: torch.Tensor, lk: torch.Tensor, s: int, at_keys: bool):  # type: ignore[no-untyped-def]
     """``(src, valid)`` ``[B, S]``: the q row of each padded row (unclamped) and whether it is
-    a query.  Launches: about 5 (int32 arithmetic)."""
+    a query, in the layout ``at_keys`` or own (module docstring).  Launches: about 5 (2)."""
     r = _rows(s, cu_q.device)
+    if not at_keys:
+        return cu_q[:-1].view(-1, 1) + r, r < lq.view(-1, 1)
     first = (lk - lq).view(-1, 1)
     valid = (r >= first) & (r < lk.view(-1, 1))
     return cu_q[:-1].view(-1, 1) + r - first, valid
@@ -69,11 +78,16 @@ def _gather(
 
 
 def pad_queries(
-    xs: list[torch.Tensor], cu_q: torch.Tensor, lq: torch.Tensor, lk: torch.Tensor, s: int
+    xs: list[torch.Tensor],
+    cu_q: torch.Tensor,
+    lq: torch.Tensor,
+    lk: torch.Tensor,
+    s: int,
+    at_keys: bool,
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """q-layout ``[total_q, H, D]`` tensors -> ``[B, S, H, D]`` at the key positions, and the
-    way back (:func:`unpad`)."""
-    src, valid = query_rows(cu_q, lq, lk, s)
+    """q-layout ``[total_q, H, D]`` tensors -> ``[B, S, H, D]`` (at the key positions, or in
+    their own rows), and the way back (:func:`unpad`)."""
+    src, valid = query_rows(cu_q, lq, lk, s, at_keys)
     return _gather(xs, src, valid)
 
 
@@ -124,7 +138,13 @@ def pad_paged(
 
 
 def func_intervals(
-    func: torch.Tensor, cu_q: torch.Tensor, lq: torch.Tensor, lk: torch.Tensor, s: int, heads: int
+    func: torch.Tensor,
+    cu_q: torch.Tensor,
+    lq: torch.Tensor,
+    lk: torch.Tensor,
+    s: int,
+    heads: int,
+    at_keys: bool,
 ) -> torch.Tensor:
     """``[B, H_f, S, n_func + 1]`` int32 ``(lo, hi)`` pairs ``(0, f0), (f1, f2), ...`` of each
     padded query row (its q row's column of ``func``, clamped; rows that are no query are
@@ -133,7 +153,7 @@ def func_intervals(
     zeros and ``cat``."""
     hf, nf, cols = func.shape
     b = lk.numel()
-    src, _ = query_rows(cu_q, lq, lk, s)
+    src, _ = query_rows(cu_q, lq, lk, s, at_keys)
     got = func.index_select(2, src.clamp(0, cols - 1).view(-1)).view(hf, nf, b, s)
     got = got.permute(2, 0, 3, 1)  # [B, H_f, S, n_func]
     if 1 < hf < heads:  # the tile program reads 1 or H heads of spans: each func head repeated

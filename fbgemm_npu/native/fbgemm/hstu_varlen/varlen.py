@@ -9,8 +9,9 @@ Meta kernels (docs/design.md rule 1: an op nobody defines).  ``fbgemm_npu.experi
 upstream's are over its CUDA kernels.
 
 ``q [total_q, H, D]``, ``k [total_k, H_k, D]``, ``v [total_k, H_k, D_v]`` (float32 / float16 /
-bfloat16), batch ``b``'s ``L_q`` queries the last of its ``L_k`` keys (module ``_gather``: the
-padded layout puts them at their key positions ``a``); ``n = scaling_seqlen`` (-1:
+bfloat16), batch ``b``'s ``L_q`` queries the last of its ``L_k`` keys: query ``i`` at key
+position ``a = i + L_k - L_q`` (module ``_gather``: padded at their key positions with rab,
+in rows of their own and the mask shifted without); ``n = scaling_seqlen`` (-1:
 ``max_seqlen_q``)::
 
     out[i, h] = sum_j silu(alpha * (q_i . k_j + rab[b, h // (H / H_rab), a, j])) / n * M * v_j
@@ -62,26 +63,28 @@ SCHEMAS = {
 def problem(
     c: Call, grad: torch.Tensor | None = None, checks: DataChecks | None = None
 ) -> tuple[Problem, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
-    """The padded problem of a checked call (queries at key positions, ``S = max_seqlen_k``
-    rows), the padded ``grad``, and the ways back of the q and (not paged, backward) k layouts
-    (``_gather.unpad``); the page checks go into ``checks``.  Launches: the gathers
-    (``_gather``), the spans."""
-    s = c.s
+    """The padded problem of a checked call (the queries at their key positions with rab, in
+    ``max_seqlen_q`` rows of their own without: ``_gather``), the padded ``grad``, and the ways
+    back of the q and (not paged, backward) k layouts (``_gather.unpad``); the page checks go
+    into ``checks``.  Launches: the gathers (``_gather``), the spans."""
+    s, at_keys = c.s, c.rab is not None
+    s_q = s if at_keys else c.max_q
     if c.paged is not None:
         kp, vp = G.pad_paged(c.k, c.v, c.paged, c.cu_q, c.lq, c.lk, c.num_targets, s, c.op, checks)
         back_k = None
     else:
         (kp, vp), back_k = G.pad_keys([c.k, c.v], c.cu_k, c.lk, s, grad is not None)
     extra = [grad] if grad is not None else []
-    (qp, *gp), back_q = G.pad_queries([c.q, *extra], c.cu_q, c.lq, c.lk, s)
+    (qp, *gp), back_q = G.pad_queries([c.q, *extra], c.cu_q, c.lq, c.lk, s_q, at_keys)
     intervals = None
     if c.func is not None:
-        intervals = G.func_intervals(c.func, c.cu_q, c.lq, c.lk, s, c.q.size(1))
-    spans = build_spans(
-        s, s, c.q.device, c.lk, c.lk, q_first=c.lk - c.lq, window=c.window,
-        num_context=c.num_contexts, num_target=c.num_targets, group=c.group,
-        intervals=intervals,
-    )  # fmt: skip
+        intervals = G.func_intervals(c.func, c.cu_q, c.lq, c.lk, s_q, c.q.size(1), at_keys)
+    rule = {"window": c.window, "num_context": c.num_contexts, "num_target": c.num_targets,
+            "group": c.group, "intervals": intervals}  # fmt: skip
+    if at_keys:
+        spans = build_spans(s, s, c.q.device, c.lk, c.lk, q_first=c.lk - c.lq, **rule)
+    else:
+        spans = build_spans(s_q, s, c.q.device, c.lq, c.lk, shift=c.lk - c.lq, **rule)
     if intervals is not None:  # func's first interval starts at key 0 (a tile tests hi alone)
         spans = Spans(spans.table, (True, *spans.lo_zero[1:]))
     p = Problem(qp, kp, vp, spans=spans, bias=c.rab, scale=c.scale, alpha=c.alpha)
@@ -113,7 +116,7 @@ def hstu_varlen_fwd(
     assert c is not None
     checks = data_checks(c)
     rab_padded = _rab_padded(c.rab, c.q, c.s)
-    if c.batch == 0 or c.s == 0 or c.q.size(0) == 0:
+    if c.batch == 0 or c.s == 0 or c.q.size(0) == 0 or (c.rab is None and c.max_q == 0):
         out = c.q.new_zeros(c.q.size(0), c.q.size(1), c.v.size(2))
     else:
         p, _, back_q, _ = problem(c, checks=checks)
@@ -153,7 +156,7 @@ def hstu_varlen_bwd(
             raise ValueError(f"{BWD}: argument '{name}' must have the shape and dtype of its input")
     checks = data_checks(c)
     empty = c.q.new_empty(0)
-    if c.batch == 0 or c.s == 0 or c.q.size(0) == 0 or c.k.size(0) == 0:
+    if c.batch == 0 or c.s == 0 or c.q.size(0) == 0 or (c.rab is None and c.max_q == 0):
         grads = [torch.zeros_like(c.q), torch.zeros_like(c.k), torch.zeros_like(c.v)]
         drab = c.q.new_zeros(c.batch, c.rab.size(1), c.s, c.s) if has_drab else empty
     else:
