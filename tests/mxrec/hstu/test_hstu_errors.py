@@ -273,6 +273,42 @@ def test_q_without_heads_is_refused(op: str) -> None:
     _raises(lambda: torch.ops.mxrec.hstu_dense(q[:, :, :0], k, v), r"hstu_dense.*'q'")
 
 
+# --- which argument a data error names, where it is raised at the call (read-back, sync) ---
+
+
+@data_checks
+def test_key_lengths_past_max_seq_len_k_name_it() -> None:
+    """The condition on the keys' lengths named max_seq_len (the q bound), not max_seq_len_k."""
+    q, k, v = _qkv()
+    off = torch.tensor(OFF).npu()
+    _raises(
+        lambda: torch.ops.mxrec.hstu_jagged.delta(
+            q, k, v, max_seq_len=S, max_seq_len_k=4, seq_offset=off, seq_offset_k=off
+        ),
+        r"hstu_jagged.delta: .*argument 'seq_offset_k': its sequence lengths must be <= "
+        r"max_seq_len_k = 4",
+    )
+
+
+@data_checks
+@pytest.mark.xfail(
+    strict=True,
+    reason="hstu_delta.py: 'every q length must be <= its k length' names no argument; read "
+    "back (max_seq_len 0) or FBGEMM_NPU_VALIDATE=sync raise it alone: name seq_offset / "
+    "seq_offset_k",
+)
+def test_a_q_sequence_longer_than_its_keys_names_the_offsets() -> None:
+    q, k, v = _qkv()
+    kw = {"max_seq_len": 0, "max_seq_len_k": 0}
+    _raises(
+        lambda: torch.ops.mxrec.hstu_jagged.delta(
+            q, k, v, seq_offset=torch.tensor([0, 3, 3, 8]).npu(),
+            seq_offset_k=torch.tensor([0, 2, 3, 8]).npu(), **kw,
+        ),
+        r"hstu_jagged.delta: .*'seq_offset(_k)?'",
+    )  # fmt: skip
+
+
 # --- fixed in the kernels' files: an empty batch, delta's counts at key positions ---
 
 

@@ -169,6 +169,8 @@ def queue_data_checks(
     s_max: int | None,
     name: str = "seq_offset",
     rows: str = "q.size(0)",
+    *,
+    bound: str | None = None,
     **counts: torch.Tensor | None,
 ) -> DataChecks:
     """The data conditions of int32 offsets ``off`` (:func:`check_offsets`) and their
@@ -186,11 +188,14 @@ def queue_data_checks(
     (2 ``sub``, ``stack``, ``min``); ``L - n_c >= 0`` is in the set so that ``L - n_c - n_t``
     cannot wrap in int32; ``L`` is in ``[0, tokens]`` whenever the offsets' conditions hold (a
     call's conditions fail together otherwise: one message lists them all).
+    ``bound`` names ``s_max``'s argument in the messages (default ``max_seq_len``, and
+    ``max_seq_len_k`` for ``seq_offset_k``).
     Launches, sized: ``aminmax`` + the counts' 0, 4 (or 3); unsized: ``ge``, ``all``."""
     checks = DataChecks(op)
     checks.add(off[0], 0, 0, f"argument '{name}' must start at 0")
     checks.add(off[-1], tokens, tokens, f"argument '{name}' must end at {rows} = {tokens}")
-    longest = f"sequence lengths must be <= max_seq_len {s_max}"
+    bound = bound or ("max_seq_len_k" if name == "seq_offset_k" else "max_seq_len")
+    longest = f"argument '{name}': its sequence lengths must be <= {bound} = {s_max}"
     if s_max is not None and lengths.numel() * s_max < 2**31:
         low, high = torch.aminmax(lengths)
         checks.add(low, 0, None, f"argument '{name}' must be non-decreasing")
