@@ -141,6 +141,13 @@ def info() -> int:
     print("coverage (ops registered by fbgemm_npu, per dispatch key):")
     for text in coverage_table():
         print(f"  {text}")
+    from fbgemm_npu._registry import REGISTRY
+    from fbgemm_npu.seed_ops import seed_table
+
+    print()
+    print("Rec SDK's operator lists (the seed documents), and what serves each:")
+    for text in seed_table(set(REGISTRY.kernels)):
+        print(f"  {text}")
     return 0
 
 
