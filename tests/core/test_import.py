@@ -112,7 +112,8 @@ _DISPATCH_SCRIPT = textwrap.dedent(
             op: list(keys) for op, keys in _registry.REGISTRY.registered.items()
         }} or libraries != len(_registry.REGISTRY.libraries),
         "privateuse1": sorted(
-            op for op in after if "PrivateUse1" in after[op] and "PrivateUse1" not in before.get(op, {{}})
+            op for op in after
+            if "PrivateUse1" in after[op] and "PrivateUse1" not in before.get(op, {{}})
         ),
     }}))
     """
