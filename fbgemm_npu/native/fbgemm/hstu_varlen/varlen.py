@@ -161,6 +161,7 @@ def hstu_varlen_bwd(
         drab = c.q.new_zeros(c.batch, c.rab.size(1), c.s, c.s) if has_drab else empty
     else:
         p, gp, back_q, back_k = problem(c, dout)
+        p.bias_grad = has_drab  # no [B, H, S, S] buffer nobody asked for
         dqp, dkp, dvp, db = attention_backward(p, gp)
         grads = [
             G.unpad(dqp, back_q, c.q.size(0)),

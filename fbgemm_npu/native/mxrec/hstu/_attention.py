@@ -79,6 +79,7 @@ class Problem:
     bias: torch.Tensor | None = None  # [B, N_b, >= S_q, >= S_k], N_q % N_b == 0
     scale: float = 1.0
     alpha: float = 1.0
+    bias_grad: bool = True  # the backward returns dbias (False: FBGEMM's has_drab=False)
 
     @property
     def ratio(self) -> int:
@@ -245,7 +246,7 @@ def attention_backward(
     dk = torch.zeros(b, nk, s, p.k.size(3), dtype=torch.float32, device=p.q.device)
     dv = torch.zeros(b, nk, s, p.v.size(3), dtype=torch.float32, device=p.q.device)
     db = None
-    if p.bias is not None:
+    if p.bias is not None and p.bias_grad:
         db = torch.zeros(p.bias.shape, dtype=torch.float32, device=p.q.device)
     for n, (r0, r1) in enumerate(tiles):
         t = r1 - r0
