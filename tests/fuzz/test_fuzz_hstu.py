@@ -243,8 +243,8 @@ def _spoil(data: Any, kw: dict, meta: dict, how: str) -> tuple[str, ...] | None:
     if how in ("too_long", "negative_len", "huge"):
         name = "max_seq_len" if offsets == "seq_offset" else "max_seq_len_k"
         longest = 0 if form == "dense" else max(meta["lq" if name == "max_seq_len" else "lk"])
-        if how == "too_long" and longest == 0:
-            return None
+        if how == "too_long" and longest < 2:
+            return None  # longest - 1 = 0 reads the longest back: valid
         value = {"too_long": longest - 1, "negative_len": -1}.get(how)
         kw[name] = value if value is not None else data.draw(st.sampled_from((2**20, 2**31, 2**40)))
         return (name, "max_seq_len", "mask", "attn_bias")  # their shapes follow it
@@ -297,7 +297,11 @@ def _spoil(data: Any, kw: dict, meta: dict, how: str) -> tuple[str, ...] | None:
         used = [
             n
             for n, t in kw.items()
-            if isinstance(t, torch.Tensor) and (n != "mask" or kw["mask_type"] == 3)
+            if isinstance(t, torch.Tensor)
+            and (n != "mask" or kw["mask_type"] == 3)
+            # the jagged backwards' grad on another device: an unclear error from a cat (the
+            # kernels' file; test_hstu_errors.py holds it, xfail) -- dense's is checked
+            and (n != "grad" or form == "dense")
         ]
         name = data.draw(st.sampled_from(used))
         kw[name] = On(kw[name], data.draw(st.sampled_from(("cpu", "npu:1"))))
