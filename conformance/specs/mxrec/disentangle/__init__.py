@@ -1,0 +1,1 @@
+"""Specs of the disentangle family (``fbgemm_npu/native/mxrec/disentangle/``)."""
