@@ -88,7 +88,7 @@ SEED_OPS: tuple[SeedOp, ...] = (
     SeedOp(
         "disentangle_attention",
         _BOTH,
-        ("mxrec::disentangle_attention",),
+        ("mxrec::disentangle_attention", "mxrec::disentangle_attention_backward"),
         "the Torch list spells it disetangle_attention",
     ),
     SeedOp("concat_jagged_tensor", (RECOPS,), ("mxrec::concat_2d_jagged",)),

@@ -56,7 +56,6 @@ def test_what_serves_a_seed_operator_is_registered(name: str) -> None:
     assert not missing, f"{name}: not registered: {missing}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: the other Rec SDK ops are being built")
 def test_every_seed_operator_is_covered() -> None:
     lines = seed_table(set(REGISTRY.kernels))
     assert not [line for line in lines if "not yet" in line]
