@@ -47,8 +47,8 @@ BUDGETS: dict[str, Budget] = {
         syncs_unsized=1, per="tile", paths={"context_targets": 21},
         path_setup={"context_targets": 53}, target=12, note=_BWD,
     ),
-    # delta (q and k of their own offsets): two padded layouts, setup 38 (52) + 2; per tile as equal;
-    # checks both offsets and L_q <= L_k
+    # delta (q and k of their own offsets): two padded layouts, setup 38 (52) + 2; per tile as
+    # equal; checks both offsets and L_q <= L_k
     "mxrec::hstu_jagged.delta": Budget(
         launches=8, setup=40, checks=13, path_checks={"context_targets": 18}, ai_cpu=0,
         syncs_unsized=1, per="tile", paths={"context_targets": 12},
