@@ -1,0 +1,163 @@
+"""The HSTU example's ranks: one rank's runs (:func:`run_rank`), ``--processes N`` (:func:`spawn`).
+
+A rank joins the ``hccl`` process group (on the simulated device: fbgemm_npu's gloo-staged
+stand-in), trains on ``npu:rank`` with every npu step counted
+(:class:`~fbgemm_npu.examples.dlrm_steps.StepRecorder`, step 0 traced), then on the CPU with the
+npu run's plan, and reports both in the DLRM job's
+:class:`~fbgemm_npu.examples.dlrm.RankReport`.  ``--processes N`` spawns N such ranks, as the
+DLRM job's :mod:`~fbgemm_npu.examples.dlrm_spawn` does (the simulator's children get
+``FBGEMM_NPU_SIM_DEVICES`` raised to N); the first rank to fail stops the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import queue as queue_mod
+import time
+import traceback
+from dataclasses import asdict
+from typing import Any
+
+__all__ = ["run_rank", "spawn"]
+
+
+def _run_one(args: argparse.Namespace, sharding_type: str, device: Any) -> Any:
+    """Train on ``device`` (step 0 traced, every step counted), then on the CPU."""
+    import torch
+    import torch.distributed as dist
+
+    from fbgemm_npu.examples import hstu_train
+    from fbgemm_npu.examples.dlrm import RankReport, _progress
+    from fbgemm_npu.examples.dlrm_steps import StepRecorder
+    from fbgemm_npu.examples.hstu import config
+
+    rank = dist.get_rank()
+    cfg = config(args, sharding_type)
+    rep = RankReport(sharding_type=sharding_type, rank=rank, model="hstu")
+    hook = StepRecorder(device.type, trace_first=not args.no_trace, count=not args.no_step_counts)
+    npu_plan = None  # the CPU run uses the npu planner's plan: the same sharding
+    for dev in (device, torch.device("cpu")):
+        if dev.type == "cpu" and args.no_cpu_check:
+            continue
+        bar = _progress(rank == 0, cfg.steps, f"hstu {sharding_type} on {dev.type}")
+
+        def progress(step: int, loss: float, bar: Any = bar) -> None:
+            bar.update()
+            bar.set_postfix_str(f"loss {loss:.5f}")
+
+        on_npu = dev.type != "cpu"
+        result = hstu_train.train(
+            cfg, dev, plan=npu_plan, progress=progress, step_hook=hook if on_npu else None
+        )
+        bar.close()
+        if on_npu:
+            rep.npu_losses, rep.npu_samples_per_s = result.losses, result.samples_per_s
+            npu_plan, rep.plan = result.plan, str(result.plan)
+        else:
+            rep.cpu_losses, rep.cpu_samples_per_s = result.losses, result.samples_per_s
+        rep.foreign += [f"{dev.type} run: {f}" for f in result.foreign_tensors]
+    if hook.traced:
+        rep.trace_ok, rep.trace_summary = hook.traced[0].ok, hook.traced[0].summary()
+    rep.steps, rep.step_costs, rep.step_whole = hook.steps, hook.ours, hook.whole
+    return rep
+
+
+def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list[Any]:
+    """One rank: for each sharding type asked for, the npu run and the CPU run."""
+    import torch
+    import torch.distributed as dist
+    import torchrec.distributed  # noqa: F401 - seconds of imports, before any progress bar starts
+
+    from fbgemm_npu.examples.dlrm import _quiet
+    from fbgemm_npu.examples.hstu import sharding_types
+
+    _quiet(args.verbose)
+    if rank >= torch.npu.device_count():
+        raise RuntimeError(
+            f"hstu: rank {rank} of {world} trains on npu:{rank}, but this process has "
+            f"{torch.npu.device_count()} npu devices"
+        )
+    device = torch.device("npu", rank)
+    torch.npu.set_device(device)
+    local_world_before = os.environ.get("LOCAL_WORLD_SIZE")
+    os.environ["LOCAL_WORLD_SIZE"] = str(world)  # every rank on this host, as torchrun says
+    try:
+        dist.init_process_group(
+            backend="cpu:gloo,npu:hccl",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=args.timeout),
+        )
+        return [_run_one(args, st, device) for st in sharding_types(args)]
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        if local_world_before is None:
+            os.environ.pop("LOCAL_WORLD_SIZE", None)
+        else:
+            os.environ["LOCAL_WORLD_SIZE"] = local_world_before
+
+
+def _child(rank: int, world: int, port: int, args: argparse.Namespace, queue: Any) -> None:
+    from fbgemm_npu.examples.dlrm import _activate_device
+
+    try:
+        _activate_device(quiet=True)
+        queue.put((rank, [asdict(r) for r in run_rank(rank, world, port, args)], None))
+    except BaseException:  # noqa: BLE001 - the launcher reports it
+        queue.put((rank, None, traceback.format_exc()))
+
+
+def spawn(args: argparse.Namespace, port: int, kind: str) -> list[Any]:
+    """Run ``args.processes`` ranks as spawned processes; every rank's ``RankReport``s.
+
+    The first rank to fail, die or outlive ``args.timeout`` stops the run: the others are killed
+    and ``RuntimeError`` carries the failures (a rank's traceback, or its exit code).
+    """
+    import torch.multiprocessing as mp
+
+    from fbgemm_npu.examples.dlrm import RankReport
+    from fbgemm_npu.examples.dlrm_spawn import _children_devices
+
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(target=_child, args=(r, args.processes, port, args, results), daemon=True)
+        for r in range(args.processes)
+    ]
+    with _children_devices(kind, args.processes):
+        for p in procs:
+            p.start()
+    reports: list[Any] = []
+    errors: list[str] = []
+    pending = set(range(args.processes))
+    deadline = time.monotonic() + args.timeout
+    try:
+        while pending and time.monotonic() < deadline:
+            try:
+                rank, reps, err = results.get(timeout=1.0)
+            except queue_mod.Empty:
+                dead = [r for r in pending if not procs[r].is_alive()]
+                if dead:  # died without a word (killed, crashed in C++)
+                    errors += [f"rank {r}: exited with code {procs[r].exitcode}" for r in dead]
+                    break
+                continue
+            pending.discard(rank)
+            if err is not None:
+                errors.append(f"rank {rank}:\n{err}")
+                break
+            reports += [RankReport(**r) for r in reps]
+        if pending and not errors:
+            errors.append(f"ranks {sorted(pending)}: no result within --timeout {args.timeout:g} s")
+    finally:
+        for p in procs:
+            p.join(timeout=5 if not errors else 0.1)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    if errors:
+        raise RuntimeError("hstu: a rank failed\n" + "\n".join(errors))
+    return reports
