@@ -155,6 +155,16 @@ def test_dropout_reproduces_on_the_cpu(one: Run) -> None:
     assert passed, text[-2000:]
 
 
+def test_table_and_column_wise_sharding_match_the_cpu_too() -> None:
+    extra = ["--sharding-type", "all", "--steps", "3", "--dropout", "0", "--no-trace"]
+    reports, text, passed, _ = _run(extra)
+    assert [r.sharding_type for r in reports] == list(hstu.SHARDING_TYPES)
+    for r in reports:
+        assert r.sharding_type in r.plan and r.steps == [0, 1, 2], r.plan  # counted, untraced
+        assert within_tolerance(r.npu_losses, r.cpu_losses, hstu.ATOL, hstu.RTOL), r
+    assert passed, text[-2000:]
+
+
 def test_ranks_get_slices_of_one_global_batch() -> None:
     cfg = HSTUConfig(batch_size=2, steps=3, max_items=6, num_items=30, negatives=4)
     whole = list(batches(HSTUConfig(**{**vars(cfg), "batch_size": 4})))
