@@ -3,7 +3,7 @@
 
 Valid calls (1-4 sequences of lengths 0-6, empty and full ones, ``max_seq_len`` the longest plus
 0-2 or 0 = read back; delta q lengths 0..L_k; GQA ratios 1-3, ``D_qk != D_v``, mask types 0 / 2 / 3,
-context and targets with ``num_context + num_target <= L``, group sizes 0-3, alpha, silu_scale,
+context and targets with ``num_context + num_target < L``, group sizes 0-3, alpha, silu_scale,
 a bias; float32 / float16 / bfloat16, int32 / int64 offsets; q, k, v and the bias strided,
 transposed, expanded or offset; on npu:0, npu:1 or the CPU kernel) equal the float64 references
 (``conformance/specs/mxrec/hstu/fuzz_oracles.py``: no upstream CPU kernel exists), the forward
@@ -73,12 +73,16 @@ def _masks(data: Any, gen: torch.Generator, kw: dict, meta: dict) -> None:
 
 
 def _counts(data: Any, kw: dict, lengths: list[int]) -> None:
-    """num_context / num_target per sequence with ``n_c + n_t <= L``, a group size, alpha."""
+    """num_context / num_target per sequence with ``n_c + n_t < L``, a group size, alpha."""
     which = data.draw(st.sampled_from(("none", "both", "context", "target")), label="counts")
     odt = data.draw(st.sampled_from((torch.int32, torch.int64)))
-    nc = [data.draw(st.integers(0, n)) if which in ("both", "context") else 0 for n in lengths]
+    # n_c + n_t < L where a count is given (the issue's rule), 0 + 0 on empty sequences
+    nc = [
+        data.draw(st.integers(0, max(n - 1, 0))) if which in ("both", "context") else 0
+        for n in lengths
+    ]
     nt = [
-        data.draw(st.integers(0, n - c)) if which in ("both", "target") else 0
+        data.draw(st.integers(0, max(n - c - 1, 0))) if which in ("both", "target") else 0
         for n, c in zip(lengths, nc, strict=True)
     ]
     if which in ("both", "context"):

@@ -21,8 +21,8 @@ CONFIGS = {
     "none": {"mask_type": 2},
     "custom": {"mask_type": 3, "mask": True},
     "ctx_targets": {
-        "num_context": [1, 0, 2, 1],
-        "num_target": [2, 1, 1, 2],
+        "num_context": [1, 0, 1, 1],  # n_c + n_t below each k length (4, 1, 3, 4)
+        "num_target": [2, 0, 1, 2],
         "target_group_size": 1,
     },
     "bias_alpha": {"attn_bias": True, "alpha": 0.5, "silu_scale": 0.2},

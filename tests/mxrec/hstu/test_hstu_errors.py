@@ -2,7 +2,8 @@
 and their backwards): each case a finding of the fuzz suite (tests/fuzz/test_fuzz_hstu.py) or a
 category the issue names, held deterministically.  Bad input raises an error naming the op and
 the argument (data conditions through the queued checks, read at ``check()``); valid edge cases
-(``num_context + num_target == L``) equal the float64 reference.  Cases whose fix belongs to the
+(``num_context + num_target == L - 1``, zero counts on empty sequences) equal the float64
+reference.  Cases whose fix belongs to the
 kernels' files are ``xfail(strict=True)``: an XPASS says the fix landed.
 """
 
@@ -76,7 +77,7 @@ def test_counts_beyond_the_sequence_raise(nc, nt, max_seq_len, device, backward)
     kw = {**_counts(nc, nt), "max_seq_len": max_seq_len}
     _raises(
         lambda: _jagged(device, backward, **kw),
-        r"hstu_jagged(_backward)?\.?.*: .*'num_(context|target)'.*<= each sequence's length",
+        r"hstu_jagged(_backward)?\.?.*: .*'num_(context|target)'.*below each sequence's length",
     )
 
 
@@ -89,10 +90,18 @@ def test_int64_counts_past_int32_raise_instead_of_wrapping(name: str, value: int
     _raises(lambda: _jagged(**{name: torch.tensor(counts), "target_group_size": 1}), name)
 
 
+@data_checks
 @pytest.mark.parametrize("device", ["npu", "cpu"])
-def test_counts_that_fill_the_sequence_are_valid(device: str) -> None:
-    """``num_context + num_target == L`` (Rec SDK's ``seq_len >= num_context + num_target``)."""
-    kw = _counts([1, 0, 3], [2, 0, 2])
+def test_counts_that_fill_the_sequence_raise(device: str) -> None:
+    """``num_context + num_target == L``: the issue makes ``>= L`` an error (Rec SDK's adapter
+    lets ``== L`` through)."""
+    _raises(lambda: _jagged(device, **_counts([1, 0, 3], [2, 0, 2])), "num_context")
+
+
+@pytest.mark.parametrize("device", ["npu", "cpu"])
+def test_counts_one_short_of_the_sequence_and_zero_on_an_empty_one_are_valid(device: str) -> None:
+    """``num_context + num_target == L - 1`` (and 0 + 0 for the empty sequence)."""
+    kw = _counts([1, 0, 2], [1, 0, 2])
     out = _jagged(device, **kw)
     check()
     q, k, v = _qkv(device="cpu")

@@ -41,7 +41,7 @@ CONFIGS = {
     },
     "ctx_targets_g2": {
         "num_context": [0, 0, 1, 1, 2],
-        "num_target": [2, 0, 3, 3, 2],
+        "num_target": [2, 0, 3, 2, 1],  # n_c + n_t below each length (the rule)
         "target_group_size": 2,
     },
     "targets_g0": {"num_target": [2, 0, 3, 3, 2], "target_group_size": 0},

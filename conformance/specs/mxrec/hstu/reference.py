@@ -23,6 +23,13 @@ __all__ = ["causal_mask", "hstu_delta_reference", "hstu_dense_reference", "hstu_
 F64 = torch.float64
 
 
+def _connected(out: torch.Tensor, *inputs: torch.Tensor | None) -> torch.Tensor:
+    """``out`` plus 0 times every input: an output with no rows still has a gradient path (a
+    batch of empty sequences differentiates to zeros, as the ops' backwards give)."""
+    zero = sum((t.to(F64).sum() * 0 for t in inputs if t is not None), torch.zeros((), dtype=F64))
+    return out + zero
+
+
 def causal_mask(length: int, n_context: int, n_target: int, group: int) -> torch.Tensor:
     """``[L, L]`` float64 0/1 visibility of the built-in mask (mask_type 0) of one sequence:
 
@@ -90,7 +97,7 @@ def hstu_jagged_reference(
             assert mask is not None
             score = score * mask[b, :, :n, :n].to(F64)
         out[lo : lo + n] = (score @ vb).permute(1, 0, 2)
-    return out
+    return _connected(out, q, k, v, attn_bias)
 
 
 def hstu_dense_reference(
@@ -141,9 +148,10 @@ def hstu_delta_reference(
     """``[T_q, N_q, D_v]`` float64 output of ``mxrec::hstu_jagged.delta``: batch ``b``'s ``L_q``
     queries are the last ``L_q`` positions of its ``L_k`` keys (q aligned to the end of k), so
     the built-in mask is rows ``L_k - L_q ..`` of the ``[L_k, L_k]`` mask of :func:`causal_mask`
-    (causal bottom-right aligned: ``j <= i + L_k - L_q``; context and targets by key position,
-    our reading); mask / bias ``[B, N_q, S_q, S_k]`` indexed by (local q row, local k col);
-    ``s = silu_scale`` or ``1 / max_seq_len``."""
+    (causal bottom-right aligned: ``j <= i + L_k - L_q``; targets the last ``n_t`` keys; context
+    the first ``n_c`` q rows, as Rec SDK's mask code reads it); mask / bias
+    ``[B, N_q, S_q, S_k]`` indexed by (local q row, local k col); ``s = silu_scale`` or
+    ``1 / max_seq_len``."""
     assert seq_offset is not None and seq_offset_k is not None
     oq, ok = [int(x) for x in seq_offset.tolist()], [int(x) for x in seq_offset_k.tolist()]
     lq = [oq[b + 1] - oq[b] for b in range(len(oq) - 1)]
@@ -165,9 +173,10 @@ def hstu_delta_reference(
         if mask_type == 0:
             nc = 0 if num_context is None else int(num_context[b])
             nt = 0 if num_target is None else int(num_target[b])
-            score = score * causal_mask(nk, nc, nt, target_group_size)[nk - nq :]
+            # context: the first nc q rows (Rec SDK's create_causal_mask), key rows nk - nq ..
+            score = score * causal_mask(nk, nc + nk - nq, nt, target_group_size)[nk - nq :]
         elif mask_type == 3:
             assert mask is not None
             score = score * mask[b, :, :nq, :nk].to(F64)
         out[oq[b] : oq[b] + nq] = (score @ vb).permute(1, 0, 2)
-    return out
+    return _connected(out, q, k, v, attn_bias)

@@ -176,7 +176,8 @@ def queue_data_checks(
     """The data conditions of int32 offsets ``off`` (:func:`check_offsets`) and their
     ``lengths``: they start at 0, end at ``tokens``, never decrease; lengths at most ``s_max``
     (when given); the int32 counts (:func:`check_counts`) ``>= 0`` with ``num_context +
-    num_target <= L`` per sequence (Rec SDK's ``seq_len >= num_context + num_target``).
+    num_target < L`` per sequence where one is positive (the issue's rule; Rec SDK's adapter
+    also allows ``== L``).
 
     Sized (``s_max`` given, ``B * s_max < 2**31``), "never decrease" is "every length >= 0":
     one ``aminmax`` gives both bounds of the lengths (no ``ge`` / ``all`` over the offsets).  A
@@ -206,17 +207,18 @@ def queue_data_checks(
             checks.add(lengths.max(), None, s_max, longest)
     given = {n: t for n, t in counts.items() if t is not None}
     names = join_words([f"'{n}'" for n in given], "and")
-    if given:  # delta passes its counts with the key lengths: they sit at key positions
+    if given:  # the issue: num_context + num_target >= the sequence is an error (0 + 0 is not)
         rest, parts = lengths, list(given.values())
         for t in given.values():
             rest = rest - t
             parts.append(rest)
+        parts[-1] = rest - (rest < lengths).to(rest.dtype)  # strict where a count is given
         total = " + ".join(given)
         checks.add(
             torch.stack(parts).min(),
             0,
             None,
-            f"argument(s) {names} must be >= 0 and {total} <= each sequence's length",
+            f"argument(s) {names} must be >= 0 with {total} below each sequence's length (or 0)",
         )
     return checks
 

@@ -36,28 +36,28 @@ BUDGETS: dict[str, Budget] = {
     # measured (tests/mxrec/hstu/test_hstu_budgets.py, checks off): per tile float32 5, float16
     # 7, + bias 1, custom mask 1 -> 8; context_targets 12; setup 22-24 (38 context_targets) + 2
     "mxrec::hstu_jagged.equal": Budget(
-        launches=8, setup=26, checks=8, path_checks={"context_targets": 13}, ai_cpu=0,
+        launches=8, setup=26, checks=8, path_checks={"context_targets": 14}, ai_cpu=0,
         syncs_unsized=1, per="tile", paths={"context_targets": 12},
         path_setup={"context_targets": 40}, note=_NOTE,
     ),
     # per tile float32 9 (11 bias), float16 15 (17 bias / custom mask); context_targets 21;
     # setup 30-37 (51) + 2
     "mxrec::hstu_jagged_backward.equal": Budget(
-        launches=17, setup=39, checks=8, path_checks={"context_targets": 13}, ai_cpu=0,
+        launches=17, setup=39, checks=8, path_checks={"context_targets": 14}, ai_cpu=0,
         syncs_unsized=1, per="tile", paths={"context_targets": 21},
         path_setup={"context_targets": 53}, target=12, note=_BWD,
     ),
     # delta (q and k of their own offsets): two padded layouts, setup 38 (52) + 2; per tile as
     # equal; checks both offsets and L_q <= L_k
     "mxrec::hstu_jagged.delta": Budget(
-        launches=8, setup=40, checks=13, path_checks={"context_targets": 18}, ai_cpu=0,
+        launches=8, setup=40, checks=13, path_checks={"context_targets": 19}, ai_cpu=0,
         syncs_unsized=1, per="tile", paths={"context_targets": 12},
-        path_setup={"context_targets": 54}, note=_NOTE,
+        path_setup={"context_targets": 55}, note=_NOTE,
     ),
     "mxrec::hstu_jagged_backward.delta": Budget(
-        launches=17, setup=54, checks=13, path_checks={"context_targets": 18}, ai_cpu=0,
+        launches=17, setup=54, checks=13, path_checks={"context_targets": 19}, ai_cpu=0,
         syncs_unsized=1, per="tile", paths={"context_targets": 21},
-        path_setup={"context_targets": 68}, target=12, note=_BWD,
+        path_setup={"context_targets": 69}, target=12, note=_BWD,
     ),
     # normal layout: no gathers, no lengths, no data checks; setup 4 (9 causal: the intervals) + 2
     "mxrec::hstu_dense": Budget(launches=8, setup=11, ai_cpu=0, per="tile", note=_NOTE),

@@ -66,7 +66,9 @@ def _problem(op: str, q, k, v, grad, a: dict):  # type: ignore[no-untyped-def]
     lq, lk = oq[1:] - oq[:-1], ok[1:] - ok[:-1]
     if s_q == 0 or s_k == 0 or validation_enabled():
         checks = L.queue_data_checks(op, oq, lq, q.size(0), s_q or None)
-        kc = L.queue_data_checks(  # the counts sit at key positions: they must fit L_k
+        # targets are the last keys (q, the newest tokens, may be targets only): the counts are
+        # held to the key lengths
+        kc = L.queue_data_checks(
             op, ok, lk, k.size(0), s_k or None, "seq_offset_k", "k.size(0)", **counts
         )
         checks.items.extend(kc.items)
@@ -83,9 +85,12 @@ def _problem(op: str, q, k, v, grad, a: dict):  # type: ignore[no-untyped-def]
     scale = a["silu_scale"] if a["silu_scale"] != 0.0 else 1.0 / s_q
     mask = a["mask"] if a["mask_type"] == 3 else None
     alpha = 1.0 if a["alpha"] is None else float(a["alpha"])
+    # Rec SDK's context rows are the first n_c q rows (its create_causal_mask and v2 kernel):
+    # at key positions a = i + (L_k - L_q) that is a < n_c + L_k - L_q
+    ctx = counts["num_context"]
     spans = mask_type_spans(
-        a["mask_type"], s_q, s_k, q.device, lq, lk, lk - lq, counts["num_context"],
-        counts["num_target"], group,
+        a["mask_type"], s_q, s_k, q.device, lq, lk, lk - lq,
+        None if ctx is None else ctx + (lk - lq), counts["num_target"], group,
     )  # fmt: skip
     p = Problem(qp, kp, vp, spans, mask, a["attn_bias"], scale, alpha)
     return p, rows_q, rows_k, gp
