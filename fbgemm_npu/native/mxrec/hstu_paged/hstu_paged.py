@@ -22,11 +22,11 @@ Rec SDK declares ``Tensor x=None`` for tensors it requires; we declare them ``Te
 (what the dispatcher can pass) and raise naming the argument when ``kv_cache``, ``seq_offset``,
 ``page_offsets``, ``page_ids`` or ``last_page_len`` is None.  ``seq_offset_k`` and
 ``seq_offset_t`` repeat what the pages and ``num_target`` say (the key and target offsets): when
-given they are checked against them.  As Rec SDK: ``num_target`` needs ``target_group_size >
-0``; one head dim ``D`` for q, k, v and the cache.  Data checks (queued, no sync): offsets,
-pages, ``last_page_len`` in ``[1, page_size]``, ``0 <= n_t <= L_q``, ``L_q <= S_q``, ``L_k <=
-S_k``; every index is clamped, so bad data stays memory-safe.  Launches: the budget per query
-tile (``budgets.py``); 0 syncs sized, 0 AI-CPU.
+given they are checked against them (from 0, step by step).  As Rec SDK: ``num_target`` needs
+``target_group_size > 0``; one head dim ``D`` for q, k, v and the cache.  Data checks (queued,
+no sync): offsets, pages, ``last_page_len`` in ``[1, page_size]``, ``0 <= n_t <= L_q``, ``L_q <=
+S_q``, ``L_k <= S_k``; every index is clamped, so bad data stays memory-safe.  Launches: the
+budget per query tile (``budgets.py``); 0 syncs sized, 0 AI-CPU.
 """
 
 from __future__ import annotations
@@ -85,11 +85,14 @@ def _restated(name: str, off: object, batch: int, q: torch.Tensor) -> torch.Tens
 
 
 def _agrees(checks: DataChecks, name: str, off: torch.Tensor | None, want: torch.Tensor) -> None:
-    """Queue ``off``'s steps == ``want`` (int32 ``[B]``): the steps in ``off``'s own dtype, so
-    that an int64 step cannot wrap into agreement (``sub``, ``eq``, ``all``)."""
+    """Queue ``off[0] == 0`` and ``off``'s steps == ``want`` (int32 ``[B]``): the steps in
+    ``off``'s own dtype, so that an int64 step cannot wrap into agreement (``sub``, ``eq``,
+    ``all``).  The start too: steps alone pass a shifted (or int32-wrapped) copy; from 0, int32
+    steps that agree are the true offsets (their sums stay below ``B * S_k < 2**31``)."""
     if off is not None:
         expect = "cache length + num_target" if name == "seq_offset_k" else "num_target"
         ok = torch.eq(off[1:] - off[:-1], want).all()
+        checks.add(off[0], 0, 0, f"argument '{name}' must start at 0")
         checks.require(ok, f"argument '{name}' must step by each sequence's {expect}")
 
 
@@ -147,6 +150,14 @@ def hstu_paged(  # type: ignore[no-untyped-def]
     s_q, s_k, group = int(max_seq_len), int(max_seq_len_k), int(target_group_size)
     if s_q < 0 or s_k < 0:
         raise ValueError(f"{OP}: arguments 'max_seq_len' and 'max_seq_len_k' must be >= 0")
+    # the bound before the cache lengths' int32 arithmetic: an S_k past int32 reached their
+    # int32 clamp (a RuntimeError naming nothing); check_mask_args repeats it later
+    for name, s in (("max_seq_len", s_q), ("max_seq_len_k", s_k)):
+        if s > L.MAX_SEQ_LEN:
+            raise ValueError(
+                f"{OP}: argument '{name}' must be <= {L.MAX_SEQ_LEN} (Rec SDK's longest "
+                f"sequence); got {s}"
+            )
     if group < 0 or (num_target is not None and group == 0):
         raise ValueError(
             f"{OP}: argument 'target_group_size' must be > 0 when num_target is given "
