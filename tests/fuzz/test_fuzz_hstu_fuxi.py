@@ -286,6 +286,8 @@ def _spoil(data: Any, kw: dict, meta: dict, how: str) -> tuple[str, ...] | None:
         return _bias_spoil(data, kw, meta)
     if how == "device":
         used = [x for x, t in kw.items() if isinstance(t, torch.Tensor)]
+        if kw["maskType"] != 3 and "mask" in used:
+            used.remove("mask")  # an unused mask is not read, nor checked (Rec SDK ignores it)
         name = data.draw(st.sampled_from(used), label="argument")
         kw[name] = On(kw[name], data.draw(st.sampled_from(("cpu", "npu:1"))))
         return (name, "q")
