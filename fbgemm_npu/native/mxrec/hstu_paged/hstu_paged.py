@@ -24,9 +24,9 @@ Rec SDK declares ``Tensor x=None`` for tensors it requires; we declare them ``Te
 ``seq_offset_t`` repeat what the pages and ``num_target`` say (the key and target offsets): when
 given they are checked against them (from 0, step by step).  As Rec SDK: ``num_target`` needs
 ``target_group_size > 0``; one head dim ``D`` for q, k, v and the cache.  Data checks (queued,
-no sync): offsets, pages, ``last_page_len`` in ``[1, page_size]``, ``0 <= n_t <= L_q``, ``L_q <=
-S_q``, ``L_k <= S_k``; every index is clamped, so bad data stays memory-safe.  Launches: the
-budget per query tile (``budgets.py``); 0 syncs sized, 0 AI-CPU.
+no sync): offsets, pages, ``last_page_len`` in ``[1, page_size]``, ``0 <= n_t < L_q`` (or 0),
+``L_q <= S_q``, ``L_k <= S_k``; every index is clamped, so bad data stays memory-safe.
+Launches: the budget per query tile (``budgets.py``); 0 syncs sized, 0 AI-CPU.
 """
 
 from __future__ import annotations
