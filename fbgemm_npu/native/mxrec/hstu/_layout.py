@@ -171,6 +171,7 @@ def queue_data_checks(
     rows: str = "q.size(0)",
     *,
     bound: str | None = None,
+    strict: bool = True,
     **counts: torch.Tensor | None,
 ) -> DataChecks:
     """The data conditions of int32 offsets ``off`` (:func:`check_offsets`) and their
@@ -212,13 +213,12 @@ def queue_data_checks(
         for t in given.values():
             rest = rest - t
             parts.append(rest)
-        parts[-1] = rest - (rest < lengths).to(rest.dtype)  # strict where a count is given
+        if strict:  # below the length where a count is given (not for a paged q: its history
+            parts[-1] = rest - (rest < lengths).to(rest.dtype)  # is in the cache)
         total = " + ".join(given)
+        rule = "below each sequence's length (or 0)" if strict else "<= each sequence's length"
         checks.add(
-            torch.stack(parts).min(),
-            0,
-            None,
-            f"argument(s) {names} must be >= 0 with {total} below each sequence's length (or 0)",
+            torch.stack(parts).min(), 0, None, f"argument(s) {names} must be >= 0 with {total} {rule}"
         )
     return checks
 

@@ -24,8 +24,9 @@ Rec SDK declares ``Tensor x=None`` for tensors it requires; we declare them ``Te
 ``seq_offset_t`` repeat what the pages and ``num_target`` say (the key and target offsets): when
 given they are checked against them (from 0, step by step).  As Rec SDK: ``num_target`` needs
 ``target_group_size > 0``; one head dim ``D`` for q, k, v and the cache.  Data checks (queued,
-no sync): offsets, pages, ``last_page_len`` in ``[1, page_size]``, ``0 <= n_t < L_q`` (or 0),
-``L_q <= S_q``, ``L_k <= S_k``; every index is clamped, so bad data stays memory-safe.
+no sync): offsets, pages, ``last_page_len`` in ``[1, page_size]``, ``0 <= n_t <= L_q`` (all
+new rows may be targets: the history is the cache), ``L_q <= S_q``, ``L_k <= S_k``; every
+index is clamped, so bad data stays memory-safe.
 Launches: the budget per query tile (``budgets.py``); 0 syncs sized, 0 AI-CPU.
 """
 
@@ -171,7 +172,8 @@ def hstu_paged(  # type: ignore[no-untyped-def]
     checks = None
     if validation_enabled():
         # num_target in [0, L_q] per sequence (the targets are the last rows of its q range)
-        checks = L.queue_data_checks(OP, o, lq, tokens, s_q or None, num_target=nt)
+        # (all q rows may be targets: the history is the cache)
+        checks = L.queue_data_checks(OP, o, lq, tokens, s_q or None, strict=False, num_target=nt)
     clen, first = cache_lengths(po, ids, last, cache.size(0), ps, s_k or None, checks)
     lk = clen if nt is None else clen + nt
     if s_q == 0 or s_k == 0:  # the contract's read-back (1 sync), the queued checks with it
