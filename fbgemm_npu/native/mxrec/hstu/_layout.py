@@ -217,9 +217,8 @@ def queue_data_checks(
             parts[-1] = rest - (rest < lengths).to(rest.dtype)  # is in the cache)
         total = " + ".join(given)
         rule = "below each sequence's length (or 0)" if strict else "<= each sequence's length"
-        checks.add(
-            torch.stack(parts).min(), 0, None, f"argument(s) {names} must be >= 0 with {total} {rule}"
-        )
+        what = f"argument(s) {names} must be >= 0 with {total} {rule}"
+        checks.add(torch.stack(parts).min(), 0, None, what)
     return checks
 
 
