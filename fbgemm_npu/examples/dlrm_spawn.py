@@ -14,7 +14,7 @@ import os
 import queue as queue_mod
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
@@ -51,11 +51,20 @@ def _child(rank: int, world: int, port: int, args: argparse.Namespace, queue: An
 
 
 def spawn(args: argparse.Namespace, port: int, kind: str) -> list[Any]:
-    """Run ``args.processes`` ranks as spawned processes; every rank's ``RankReport``s.
+    """Run ``args.processes`` DLRM ranks as spawned processes (:func:`spawn_ranks`)."""
+    return spawn_ranks(_child, args, port, kind, "dlrm")
+
+
+def spawn_ranks(
+    child: Callable[..., None], args: argparse.Namespace, port: int, kind: str, job: str
+) -> list[Any]:
+    """Run ``args.processes`` ranks of ``child`` (``child(rank, world, port, args, queue)``, which
+    puts ``(rank, [RankReport as dict], traceback or None)``) as spawned processes; every rank's
+    ``RankReport``s.
 
     ``kind`` is this process's device kind (``real`` / ``simulated``).  The first rank to fail,
     die or outlive ``args.timeout`` stops the run: the others are killed and ``RuntimeError``
-    carries the failures (a rank's traceback, or its exit code).
+    (naming ``job``) carries the failures (a rank's traceback, or its exit code).
     """
     import torch.multiprocessing as mp
 
@@ -64,7 +73,7 @@ def spawn(args: argparse.Namespace, port: int, kind: str) -> list[Any]:
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     procs = [
-        ctx.Process(target=_child, args=(r, args.processes, port, args, results), daemon=True)
+        ctx.Process(target=child, args=(r, args.processes, port, args, results), daemon=True)
         for r in range(args.processes)
     ]
     with _children_devices(kind, args.processes):
@@ -98,5 +107,5 @@ def spawn(args: argparse.Namespace, port: int, kind: str) -> list[Any]:
                 p.kill()
                 p.join()
     if errors:
-        raise RuntimeError("dlrm: a rank failed\n" + "\n".join(errors))
+        raise RuntimeError(f"{job}: a rank failed\n" + "\n".join(errors))
     return reports

@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import queue as queue_mod
-import time
 import traceback
 from dataclasses import asdict
 from typing import Any
@@ -112,52 +110,8 @@ def _child(rank: int, world: int, port: int, args: argparse.Namespace, queue: An
 
 
 def spawn(args: argparse.Namespace, port: int, kind: str) -> list[Any]:
-    """Run ``args.processes`` ranks as spawned processes; every rank's ``RankReport``s.
+    """Run ``args.processes`` HSTU ranks as spawned processes; every rank's ``RankReport``s (the
+    DLRM job's launcher: the first rank to fail, die or outlive ``args.timeout`` stops the run)."""
+    from fbgemm_npu.examples.dlrm_spawn import spawn_ranks
 
-    The first rank to fail, die or outlive ``args.timeout`` stops the run: the others are killed
-    and ``RuntimeError`` carries the failures (a rank's traceback, or its exit code).
-    """
-    import torch.multiprocessing as mp
-
-    from fbgemm_npu.examples.dlrm import RankReport
-    from fbgemm_npu.examples.dlrm_spawn import _children_devices
-
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    procs = [
-        ctx.Process(target=_child, args=(r, args.processes, port, args, results), daemon=True)
-        for r in range(args.processes)
-    ]
-    with _children_devices(kind, args.processes):
-        for p in procs:
-            p.start()
-    reports: list[Any] = []
-    errors: list[str] = []
-    pending = set(range(args.processes))
-    deadline = time.monotonic() + args.timeout
-    try:
-        while pending and time.monotonic() < deadline:
-            try:
-                rank, reps, err = results.get(timeout=1.0)
-            except queue_mod.Empty:
-                dead = [r for r in pending if not procs[r].is_alive()]
-                if dead:  # died without a word (killed, crashed in C++)
-                    errors += [f"rank {r}: exited with code {procs[r].exitcode}" for r in dead]
-                    break
-                continue
-            pending.discard(rank)
-            if err is not None:
-                errors.append(f"rank {rank}:\n{err}")
-                break
-            reports += [RankReport(**r) for r in reps]
-        if pending and not errors:
-            errors.append(f"ranks {sorted(pending)}: no result within --timeout {args.timeout:g} s")
-    finally:
-        for p in procs:
-            p.join(timeout=5 if not errors else 0.1)
-            if p.is_alive():
-                p.kill()
-                p.join()
-    if errors:
-        raise RuntimeError("hstu: a rank failed\n" + "\n".join(errors))
-    return reports
+    return spawn_ranks(_child, args, port, kind, "hstu")
