@@ -189,3 +189,15 @@ def test_non_integer_indices_raise_naming_indices(dtype: torch.dtype) -> None:
     i = torch.tensor(INDICES).to(dtype).to(NPU)
     with pytest.raises(ValueError, match=f"{SGD}: argument 'indices' must have dtype"):
         tbe_step(w, i, o, specs=SPECS, mode="NONE")
+
+
+def test_bounds_check_weights_of_the_wrong_size_raise_runtime_error_like_upstream() -> None:
+    """Upstream's CPU kernel raises RuntimeError ("weights size 3 is not equal to indices size
+    2"); ours raised ValueError: the same type now, with our message naming op and argument."""
+    rows, i, o = torch.tensor([10, 10]), torch.tensor([1, 2]), torch.tensor([0, 1, 2])
+    w = torch.ones(3)
+    for device, match in (("cpu", "weights size 3 is not equal to indices size 2"), (NPU, None)):
+        warning = torch.zeros(1, dtype=torch.int64, device=device)
+        args = [t.to(device) for t in (rows, i, o)]
+        with pytest.raises(RuntimeError, match=match or f"{BOUNDS}: argument 'weights' has 3"):
+            torch.ops.fbgemm.bounds_check_indices(*args, 1, warning, w.to(device))

@@ -113,7 +113,8 @@ def bounds_check_indices_npu(
         )
     N = indices.numel()
     if weights is not None and weights.size(0) != N:
-        raise ValueError(
+        # RuntimeError: upstream's kernel raises it here ("weights size .. is not equal to ..")
+        raise RuntimeError(
             f"{op}: argument 'weights' has {weights.size(0)} elements; it must match "
             f"'indices' ({N})"
         )
