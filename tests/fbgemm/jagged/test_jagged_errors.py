@@ -268,3 +268,14 @@ def test_stacked_backward_with_bad_lengths_stays_inside(no_validation: None) -> 
     outs = F.stacked_jagged_2d_to_dense(values, lengths, [0, 3, 7], [2, 5], 0)
     sum(o.sum() for o in outs).backward()
     assert values.grad is not None and values.grad.shape == values.shape
+
+
+@pytest.mark.parametrize("dense", [torch.zeros(3, 3), torch.zeros(5, 3, 1), torch.zeros(3, 3, 1)])
+def test_dense_to_jagged_checks_total_L_first_like_upstream(dense: torch.Tensor) -> None:
+    """Upstream's CPU kernel refuses ``total_L < 0`` before it looks at ``dense`` (a wrong rank,
+    a wrong batch size): so does ours (it checked the rank first, failing upstream's test)."""
+    with pytest.raises(ValueError, match="total_L passed to dense_to_jagged_forward must be >= 0"):
+        F.dense_to_jagged(dense, [OFFSETS], -1)
+    ours = "dense_to_jagged_forward: argument 'total_L' must be >= 0"
+    with pytest.raises(ValueError, match=ours):
+        F.dense_to_jagged(dense.to(NPU), [_O], -1)

@@ -124,18 +124,20 @@ def dense_to_jagged_npu(
 def _dense_to_jagged(
     op: str, dense: torch.Tensor, x_offsets: list[torch.Tensor], total_L: int | None
 ) -> torch.Tensor:
+    # total_L first, before any tensor is looked at: upstream's kernel checks it first, and
+    # its tests expect that error for a call that is also wrong elsewhere
+    total = None if total_L is None else _check_total(op, total_L)
     dense = check_values(op, "dense", dense)
     offsets = check_offsets(op, "x_offsets", x_offsets, dense.device)
     k = len(offsets)
     check_ndim(op, "dense", dense, (k + 2,))
     _check_batch(op, "dense", dense, offsets)
-    if total_L is None:
+    if total is None:
         total = int(offsets[-1].max())  # the sync the contract forces
         if total < 0:
             raise ValueError(f"{op}: 'x_offsets[{k - 1}]' has a negative maximum ({total})")
         named = f"'x_offsets[{k - 1}]' (its maximum, total_L omitted)"
         return to_jagged(op, dense, offsets, total, "dense", "x_offsets", named)
-    total = _check_total(op, total_L)
     return to_jagged(op, dense, offsets, total, "dense", "x_offsets")
 
 
