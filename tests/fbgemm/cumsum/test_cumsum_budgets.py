@@ -20,7 +20,7 @@ from fbgemm_npu.testing.budgets import assert_every_path_measured, assert_op_bud
 
 NPU = "npu"
 SIZES = (24, 26 * 2048)  # elements: the counts must not depend on them
-KINDS = ("complete", "exclusive", "inclusive")
+KINDS = ("complete", "exclusive", "inclusive", "batched_complete")
 # Input forms: (name, view of a 1-D tensor of even length).
 FORMS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "1-D": lambda t: t,
@@ -52,6 +52,8 @@ def _cases() -> list[Case]:
         paths = budget_of(f"fbgemm::asynchronous_{kind}_cumsum").paths
         for dtype in DTYPES:
             for form in FORMS:
+                if kind == "batched_complete" and form in ("1-D", "sliced"):
+                    continue  # 2-D only
                 parts = ["int64"] if dtype == torch.int64 else []
                 if "strided" in paths and form == "transposed":
                     parts.append("strided")

@@ -1,4 +1,5 @@
-"""Specs for ``fbgemm::asynchronous_{complete,exclusive,inclusive}_cumsum``.
+"""Specs for ``fbgemm::asynchronous_{complete,exclusive,inclusive}_cumsum`` and
+``fbgemm::asynchronous_batched_complete_cumsum`` (2-D only, as complete cumsum on 2-D input).
 
 Inputs: int32, int64, float16, bfloat16, float32; complete cumsum 1-D and 2-D (one scan per row),
 exclusive / inclusive cumsum 0-D to 3-D (upstream CPU scans the tensor flattened in logical
@@ -47,6 +48,7 @@ TOLERANCES = {
 }
 
 F = torch.ops.fbgemm
+BATCHED = "asynchronous_batched_complete_cumsum"  # 2-D only: the rows' complete cumsums
 
 
 def complete_reference(t_in: torch.Tensor) -> torch.Tensor:
@@ -113,7 +115,7 @@ def _examples(name: str) -> tuple[dict[str, object], ...]:
         with_layout((5, 4), torch.float16, "uniform", 3, "sliced"),
         with_layout((3, 6), torch.int32, "lengths", 4, "expanded"),
     ]
-    if name == "asynchronous_complete_cumsum":
+    if name in ("asynchronous_complete_cumsum", "asynchronous_batched_complete_cumsum"):
         cases += [torch.tensor(5), torch.zeros(2, 2, 2, dtype=torch.int64)]  # upstream raises
     else:
         cases += [torch.tensor(5), torch.tensor(0.5, dtype=torch.bfloat16)]
@@ -155,7 +157,7 @@ def _spec(
             scale=lambda t_in: ref(t_in.to(torch.float64).abs()),
             slack=lambda t_in: _upstream_error(op, ref, t_in),
         ),
-        budget=_scan_budget(flat=name != "asynchronous_complete_cumsum"),
+        budget=_scan_budget(flat=name not in ("asynchronous_complete_cumsum", BATCHED)),
         reference=ref,
         use_reference=lambda t_in: t_in.dtype in HALF,
         examples=_examples(name),
@@ -165,6 +167,7 @@ def _spec(
 
 SPECS = [
     _spec("asynchronous_complete_cumsum", complete_reference, (1, 2), (0, 3)),
+    _spec(BATCHED, complete_reference, (2,), (0, 1, 3)),
     _spec("asynchronous_exclusive_cumsum", exclusive_reference, (0, 1, 2, 3), ()),
     _spec("asynchronous_inclusive_cumsum", inclusive_reference, (0, 1, 2, 3), ()),
 ]

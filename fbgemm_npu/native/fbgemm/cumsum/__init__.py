@@ -1,4 +1,5 @@
-"""The cumsum family: ``asynchronous_{complete,exclusive,inclusive}_cumsum``."""
+"""The cumsum family: ``asynchronous_{complete,exclusive,inclusive}_cumsum``,
+``asynchronous_batched_complete_cumsum``."""
 
 from __future__ import annotations
 

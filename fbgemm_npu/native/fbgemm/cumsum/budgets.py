@@ -18,6 +18,10 @@ BUDGETS: dict[str, Budget] = {
     # is, row by row, so no path costs more.  int64: zero_, the low words' scan, an int64 add
     # (the carries), the high words' scan
     "fbgemm::asynchronous_complete_cumsum": Budget(launches=2, ai_cpu=0, paths={"int64": 4}),
+    # as complete on 2-D: zero_ of the leading column, cumsum.out of the rows (int64: 4)
+    "fbgemm::asynchronous_batched_complete_cumsum": Budget(
+        launches=2, ai_cpu=0, paths={"int64": 4}
+    ),
     # zero_ of out[0] and cumsum.out of the flattened input (all but its last element) into out[1:]
     "fbgemm::asynchronous_exclusive_cumsum": Budget(
         launches=2, ai_cpu=0, paths={"strided": 3, "int64": 4, "int64 + strided": 5}

@@ -1,4 +1,5 @@
-"""Cumulative sums: ``fbgemm::asynchronous_{complete,exclusive,inclusive}_cumsum`` on npu.
+"""Cumulative sums: ``fbgemm::asynchronous_{complete,exclusive,inclusive}_cumsum`` and
+``fbgemm::asynchronous_batched_complete_cumsum`` (2-D only, one complete scan per row) on npu.
 
 Semantics, measured on upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0):
 
@@ -40,6 +41,7 @@ from fbgemm_npu.native._checks import check_dtype, check_ndim, check_tensor
 __all__ = [
     "CUMSUM_DTYPES",
     "KERNELS",
+    "asynchronous_batched_complete_cumsum_npu",
     "asynchronous_complete_cumsum_npu",
     "asynchronous_exclusive_cumsum_npu",
     "asynchronous_inclusive_cumsum_npu",
@@ -56,6 +58,7 @@ CUMSUM_DTYPES: tuple[torch.dtype, ...] = (
 ASYNCHRONOUS_COMPLETE_CUMSUM = "fbgemm::asynchronous_complete_cumsum"
 ASYNCHRONOUS_EXCLUSIVE_CUMSUM = "fbgemm::asynchronous_exclusive_cumsum"
 ASYNCHRONOUS_INCLUSIVE_CUMSUM = "fbgemm::asynchronous_inclusive_cumsum"
+ASYNCHRONOUS_BATCHED_COMPLETE_CUMSUM = "fbgemm::asynchronous_batched_complete_cumsum"
 
 
 def _check_input(op: str, t_in: object) -> torch.Tensor:
@@ -157,6 +160,24 @@ def asynchronous_complete_cumsum_npu(t_in: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def asynchronous_batched_complete_cumsum_npu(values: torch.Tensor) -> torch.Tensor:
+    """Batched complete cumsum: ``values`` ``(B, N)`` -> ``(B, N + 1)``, row ``b`` being
+    ``0, cumsum(values[b])``: ``out[b, 0] = 0``, ``out[b, j + 1] = sum(values[b, : j + 1])``.
+
+    Upstream's CPU kernel is the 2-D complete cumsum (the same dtypes: int32, int64, float16,
+    bfloat16, float32; int32 / int64 wrap), and refuses any other rank: so is ours, by name.
+    Launches as :func:`asynchronous_complete_cumsum_npu` on 2-D input: ``zero_`` + ``cumsum.out``
+    (int64: 4, two int32 words, no AI-CPU int64 ``cumsum``).
+    """
+    op = ASYNCHRONOUS_BATCHED_COMPLETE_CUMSUM
+    t = check_tensor(op, "values", values)
+    t = check_dtype(op, "values", t, CUMSUM_DTYPES).detach()
+    check_ndim(op, "values", t, (2,))
+    out = t.new_empty((t.size(0), t.size(1) + 1))
+    _complete_into(t, 1, out)
+    return out
+
+
 def asynchronous_exclusive_cumsum_npu(t_in: torch.Tensor) -> torch.Tensor:
     """Exclusive cumsum over ``t_in`` flattened in logical order: ``out[0] = 0``,
     ``out[i] = sum(flat[:i])``; the output has ``t_in``'s shape (0-D and empty included).
@@ -202,4 +223,5 @@ KERNELS = {
     ASYNCHRONOUS_COMPLETE_CUMSUM: {"PrivateUse1": asynchronous_complete_cumsum_npu},
     ASYNCHRONOUS_EXCLUSIVE_CUMSUM: {"PrivateUse1": asynchronous_exclusive_cumsum_npu},
     ASYNCHRONOUS_INCLUSIVE_CUMSUM: {"PrivateUse1": asynchronous_inclusive_cumsum_npu},
+    ASYNCHRONOUS_BATCHED_COMPLETE_CUMSUM: {"PrivateUse1": asynchronous_batched_complete_cumsum_npu},
 }

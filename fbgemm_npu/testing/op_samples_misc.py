@@ -1,0 +1,24 @@
+"""Opcheck samples of the small upstream ops added for issue 13 (the cumsum family's
+``asynchronous_batched_complete_cumsum`` and the ops after it), merged into
+:mod:`fbgemm_npu.testing.op_samples`: small valid calls built fresh on ``device``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+Sample = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+def _batched_complete_cumsum(d: str) -> list[Sample]:
+    i64 = torch.tensor([[3, 0, 2], [1, 4, 2]], dtype=torch.int64).to(d)
+    i32 = torch.tensor([[1, 4], [2, 0], [5, 5]], dtype=torch.int32).to(d)
+    f32 = torch.tensor([[0.5, -1.0, 2.0, 0.25]]).to(d)
+    return [((i64,), {}), ((i32,), {}), ((f32,), {})]
+
+
+BUILDERS: dict[str, Callable[[str], list[Sample]]] = {
+    "fbgemm::asynchronous_batched_complete_cumsum": _batched_complete_cumsum,
+}
