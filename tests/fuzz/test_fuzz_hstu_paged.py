@@ -120,7 +120,7 @@ def _draw(data: Any, full_targets: bool = True) -> tuple[dict, dict]:
 def _garbage(kw: dict, lq: list[int], nt: list[int]) -> None:
     """NaN wherever the op must not read (uninitialised memory may hold anything): the cache
     cells past each ``last_page_len`` and the unused pages, the k / v rows that are no target
-    (keys come from the cache and the targets only), the bias (the mask: 1e4) past each
+    (keys come from the cache and the targets only), the bias and the custom mask past each
     sequence's ``[L_q, L_k]``.  Host loops of a test builder."""
     cache, po, ids, last = (kw[n] for n in ("kv_cache", *META[1:]))
     ps, nan = cache.size(2), float("nan")
@@ -139,9 +139,7 @@ def _garbage(kw: dict, lq: list[int], nt: list[int]) -> None:
         kw[name].masked_fill_(~keep.view(-1, 1, 1), nan)
     for name in ("mask", "attn_bias"):
         if name in kw:
-            # the custom mask's garbage is finite: a NaN there reaches the output (0 * NaN in
-            # the shared tile program), tests/mxrec/hstu_paged/test_hstu_paged_fuzz_findings.py
-            t, junk = kw[name], 1e4 if name == "mask" else nan
+            t, junk = kw[name], nan
             for b, (n, k) in enumerate(zip(lq, lk, strict=True)):
                 t[b, :, n:] = junk
                 t[b, :, :, k:] = junk

@@ -131,13 +131,6 @@ def test_nan_where_the_op_must_not_read_stays_out(mask_type: int) -> None:
     torch.testing.assert_close(out.cpu().double(), want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="0 * NaN: the shared tile program (fbgemm_npu/native/mxrec/hstu/_attention.py, "
-    "score.mul_(mask) after the invisible scores are zeroed) multiplies every score of a tile "
-    "by the custom mask, past the lengths too; the fix belongs there (the lead's core; "
-    "hstu_jagged mask_type 3 shows the same), FuXi's program already keeps it out",
-)
 def test_nan_in_the_custom_mask_past_the_lengths_stays_out() -> None:
     """mask_type 3 with NaN in the mask outside each ``[L_q, L_k]``: the output of the same mask
     with zeros there."""

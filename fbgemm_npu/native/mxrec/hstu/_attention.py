@@ -137,10 +137,15 @@ def _add_bias(qk: torch.Tensor, p: Problem, r0: int, r1: int) -> None:
         qk.add_(_rows(bias.index_select(1, heads), p), alpha=p.alpha)
 
 
-def _scores(p: Problem, qt: torch.Tensor, kt: torch.Tensor, r0: int, r1: int) -> torch.Tensor:
-    """``qkb [B, N_k, t, R, S_k]`` float32 of a tile with invisible entries at ``-1e4``.
-    Launches: the matmul, the float32 cast (not for float32), the bias add, the mask (see
-    :func:`invisible`) and its fill."""
+def _scores(
+    p: Problem, qt: torch.Tensor, kt: torch.Tensor, r0: int, r1: int, zero: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``qkb [B, N_k, t, R, S_k]`` float32 of a tile with invisible entries at ``-1e4``, and the
+    tile's custom mask with its invisible entries 0 (None without one: whatever a user's mask
+    holds outside the sequences, a NaN there never meets the zero scores).  Launches: the
+    matmul, the float32 cast (not for float32), the bias add, the mask (see :func:`invisible`)
+    and its fill, the custom mask's ``where`` (``zero``: a 0-d 0 of its dtype, made once a
+    call)."""
     b, nk, t, r, s = p.q.size(0), p.k.size(2), r1 - r0, p.ratio, p.k.size(1)
     qk = torch.matmul(qt.view(b, nk, t * r, -1), kt).view(b, nk, t, r, s)
     if qk.dtype != torch.float32:
@@ -150,7 +155,10 @@ def _scores(p: Problem, qt: torch.Tensor, kt: torch.Tensor, r0: int, r1: int) ->
     hide = invisible(p, r0, r1)
     if hide is not None:
         qk.masked_fill_(_rows(hide, p), _HIDDEN)
-    return qk
+    if p.mask is None:
+        return qk, None
+    m = _rows(p.mask[:, :, r0:r1, :s], p)
+    return qk, (m if hide is None else torch.where(_rows(hide, p), zero, m))
 
 
 def _grouped(x: torch.Tensor, p: Problem, alpha: float = 1.0) -> torch.Tensor:
@@ -217,10 +225,12 @@ def attention_forward(p: Problem) -> torch.Tensor:
     vh = _heads_major(p.v, p.scale if fold else 1.0).view(b * nk, s, -1)
     tiles = p.tiles()
     out = _TileMajor(p, p.v.size(3), tiles)
+    zero = None if p.mask is None else p.mask.new_zeros(())
     for n, (r0, r1) in enumerate(tiles):
-        score = torch.nn.functional.silu(_scores(p, qg[:, :, r0:r1], kt, r0, r1), inplace=True)
-        if p.mask is not None:
-            score.mul_(_rows(p.mask[:, :, r0:r1, :s], p))
+        qkb, m = _scores(p, qg[:, :, r0:r1], kt, r0, r1, zero)
+        score = torch.nn.functional.silu(qkb, inplace=True)
+        if m is not None:
+            score.mul_(m)
         if not fold:
             score = torch.mul(score, p.scale, out=torch.empty_like(score, dtype=dt))
         out.write(n, score.view(b * nk, -1, s), vh)
@@ -243,6 +253,7 @@ def attention_backward(
     vt = p.v.permute(0, 2, 3, 1).contiguous()
     tiles = p.tiles()
     dq = _TileMajor(p, p.q.size(3), tiles)
+    zero = None if p.mask is None else p.mask.new_zeros(())
     dk = torch.zeros(b, nk, s, p.k.size(3), dtype=torch.float32, device=p.q.device)
     dv = torch.zeros(b, nk, s, p.v.size(3), dtype=torch.float32, device=p.q.device)
     db = None
@@ -254,11 +265,10 @@ def attention_backward(
             qg[:, :, r0:r1].reshape(b * nk, t * r, -1),
             gg[:, :, r0:r1].reshape(b * nk, t * r, -1),
         )
-        qkb = _scores(p, qg[:, :, r0:r1], kt, r0, r1)
+        qkb, m = _scores(p, qg[:, :, r0:r1], kt, r0, r1, zero)
         dp = torch.matmul(gt, vt.view(b * nk, -1, s)).view(qkb.shape)
         if not f32:
             dp = dp.float()
-        m = None if p.mask is None else _rows(p.mask[:, :, r0:r1, :s], p)
         ds = torch.ops.aten.silu_backward(dp if m is None else dp * m, qkb)
         del dp  # three score-sized buffers at most: qkb becomes the silu in place
         score = torch.nn.functional.silu(qkb, inplace=True)
