@@ -137,7 +137,8 @@ def unique_reference(
     for g in range(n_feat):
         lo, hi = hso[g], hso[g + 1]
         samples = list(range(lo * batch, hi * batch))
-        count = sum(1 for k in keys if hsc[lo] <= k < hsc[hi])
+        # the last feature's group also owns the ids at or past hsc[T] (upstream's CUDA kernel)
+        count = sum(1 for k in keys if hsc[lo] <= k and (hi == n_feat or k < hsc[hi]))
         for i, s in enumerate(samples):
             lengths[s] = count // len(samples) + (1 if i < count % len(samples) else 0)
     dtype = indices.dtype

@@ -202,13 +202,8 @@ BAD: dict[str, tuple[str, tuple[Any, ...], str]] = {
         "hash_size_offsets",
     ),
     "uniq_batch": (UNIQUE, (HSC, HSO, UNIQUE_OFFSETS[:-1], UNIQUE_INDICES[:-2]), "offsets"),
-    # ids outside [hsc[0], hsc[T]) belong to no group: the lengths would not sum to the unique
-    # count (was returned so); past the last feature, before the first, or wrapped in int32
-    "uniq_past_last_feature": (
-        UNIQUE,
-        (HSC, HSO, UNIQUE_OFFSETS, torch.tensor([3, 3, 9, 1, 1, 4, 2, 14, 15])),
-        "indices",
-    ),
+    # ids below hsc[0] belong to no group (ids past hsc[T] are the last feature's: parity);
+    # before the first feature, or wrapped in int32
     "uniq_before_first_feature": (
         UNIQUE,
         (HSC, HSO, UNIQUE_OFFSETS, torch.tensor([-1, 3, 9, 1, 1, 4, 2, 14, 0])),

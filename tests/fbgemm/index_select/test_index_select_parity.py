@@ -163,6 +163,12 @@ def test_fake_kernels_size_the_outputs() -> None:
         # torchrec's EC dedup: the features of one table share its range (hsc repeats) and one
         # group (hso [0, 0, 2]); every id of either feature is valid
         ([0, 0, 20], [0, 0, 2], [0, 2, 3, 5, 6], [3, 19, 4, 3, 7, 0]),
+        # ids past hsc[T] on the last feature (upstream's multi-keys test: a last feature of
+        # hash size 0): the last feature's, counted in its group, so the lengths sum to the
+        # unique count (were refused; unchecked, the lengths missed them: 32 for 33)
+        ([0, 10, 15, 30], [0, 1, 2, 3], UNIQUE_OFFSETS.tolist(), [3, 3, 9, 1, 1, 4, 2, 14, 15]),
+        ([0, 10, 20, 20], [0, 1, 3, 3], UNIQUE_OFFSETS.tolist(), [3, 3, 9, 1, 1, 4, 2, 14, 5]),
+        ([0, 4, 4], [0, 1, 2], [0, 1, 3, 5, 6], [3, 0, 7, 2, 9, 7]),
     ],
 )
 def test_unique_ids_past_a_feature_read_as_upstream(

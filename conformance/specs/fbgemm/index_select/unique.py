@@ -95,7 +95,7 @@ def _examples() -> tuple[dict, ...]:
             "hash_size_offsets": torch.tensor([0, 2, 2, 3], dtype=torch.int32),
             "offsets": torch.tensor([0, 1, 3, 3, 3, 4, 4], dtype=torch.int32),
             # feature 0's 5 runs past its hash range into feature 2's (read as its id there);
-            # ids past hsc[T] are refused since no group owns them
+            # ids past hsc[T] are the last feature's (its group counts them)
             "indices": torch.tensor([3, 0, 5, 4], dtype=torch.int32),
         },
     )

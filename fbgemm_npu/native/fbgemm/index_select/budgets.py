@@ -194,18 +194,20 @@ BUDGETS: dict[str, Budget] = {
     ),
     # linearize 4 (the feature of every index by int32 index_add + cumsum of every B-th offset:
     # strided offsets need no copy), the merged keys 2, unique 1, below / owners / reverse index
-    # / unique ids read from the merged order 8 (was two AI-CPU searchsorted), lengths 10,
-    # offsets 2 (an int32 cumsum widened by a cat; was an AI-CPU int64 cumsum); unique reads its
-    # output size back (no sync without indices).  Checks 20, were 12: every linear id inside
-    # [hsc[0], hsc[T]) (an aminmax and two differences), else the lengths miss ids; hsc[T] small
-    # enough for the merged keys; bad data kept harmless until the checks fire (clamps of the
-    # two count_le points, the reverse index, the group boundaries and sizes: 5)
+    # / unique ids read from the merged order 8 (was two AI-CPU searchsorted), ids at or past
+    # hsc[T] made the last feature's 2 (owners capped at T - 1, below[T] set to the unique
+    # count: upstream counts them in the last group; they were refused), lengths 10, offsets 2
+    # (an int32 cumsum widened by a cat; was an AI-CPU int64 cumsum); unique reads its output
+    # size back (no sync without indices).  Checks 18, were 12: every linear id at or above
+    # hsc[0] (an aminmax and a difference); hsc[T] and the largest id small enough for the
+    # merged keys; bad data kept harmless until the checks fire (clamps of the two count_le
+    # points, the reverse index, the group boundaries and sizes: 5)
     "fbgemm::jagged_unique_indices": Budget(
-        launches=28,
-        checks=19,
+        launches=30,
+        checks=18,
         syncs=1,
         ai_cpu=1,
-        paths={"strided_offsets": 28},
+        paths={"strided_offsets": 30},
         target=20,
         note=(
             "AI CPU 1: torch.unique (_unique2) has no AI-Core kernel on a 910B, and the contract "
@@ -214,7 +216,8 @@ BUDGETS: dict[str, Budget] = {
             "into the same unique (keys id * (T + 2) + T + 1, boundary hsc[t] * (T + 2) + t), so "
             "the owners and group counts need no searchsorted (was 6 AI-CPU launches at 22).  "
             "Over the catalogue's 20: the merged order is decoded by index_add + cumsum, two "
-            "index_copy_ and gathers (8 launches), the per-group lengths take 10; a fused "
+            "index_copy_ and gathers (8 launches, 2 more give ids past hsc[T] to the last "
+            "feature), the per-group lengths take 10; a fused "
             "kernel closes it"
         ),
     ),

@@ -24,9 +24,11 @@ kernel computes them:
 Contract checked on the data (upstream reads out of bounds or races otherwise): ``offsets`` start at
 0, do not decrease and end at ``indices.numel()``; ``hash_size_offsets`` partition ``[0, T]``
 (start at 0, do not decrease, ``hso[T] == T``; upstream's own ``jagged_hash_size_cumsum`` returns
-``arange(T + 1)``), which makes every sample belong to exactly one group; every linear id lies in
-``[hsc[0], hsc[T])`` with ``hsc[0] >= 0`` (an id outside belongs to no group: the lengths would
-not sum to the unique count; upstream returns garbage there).  Ids of one table's features that
+``arange(T + 1)``), which makes every sample belong to exactly one group; every linear id is at
+least ``hsc[0] >= 0`` (an id below belongs to no group: the lengths would not sum to the unique
+count).  An id at or past ``hsc[T]`` is the last feature's (its owner, as upstream's
+delinearization reads it) and counts in the last feature's group, as upstream's tests expect
+(a last feature of hash size 0 in its multi-keys test).  Ids of one table's features that
 share a hash range (torchrec's dedup: ``hsc`` repeats) are valid.
 
 Launches: the linearization (the feature of every index by
@@ -161,20 +163,21 @@ def jagged_unique_indices_npu(
 def _add_range_checks(
     checks: DataChecks, hsc: torch.Tensor, linear: torch.Tensor, n_feat: int
 ) -> None:
-    """Every linear id inside ``[hsc[0], hsc[T])``, ``hsc[0] >= 0``: an id past the last
-    feature's range (or before the first) belongs to no group, so the lengths would not sum to
-    the unique count (upstream's CUDA kernel, which also sorts only the bits of ``hsc[T]``,
-    returns garbage there).  With ``hsc[0] >= 0`` an index whose ``idx + hsc[t]`` wraps lands
-    below ``hsc[0]`` and is caught.  ``hsc[T]`` at most ``(2**63 - T - 2) / (T + 2)``: the merged
-    keys of :func:`_unique_merged` stay in int64.  Launches: ``aminmax`` and two differences."""
+    """Every linear id at least ``hsc[0]``, ``hsc[0] >= 0``: an id before the first feature
+    belongs to no group, so the lengths would not sum to the unique count (ids past ``hsc[T]``
+    are the last feature's).  With ``hsc[0] >= 0`` an index whose ``idx + hsc[t]`` wraps lands
+    below ``hsc[0]`` and is caught.  ``hsc[T]`` and the largest id at most ``(2**63 - T - 2) /
+    (T + 2)``: the merged keys of :func:`_unique_merged` stay in int64.  Launches: ``aminmax``
+    and one difference."""
     low, high = torch.aminmax(linear)
     what = "argument 'indices' must lie in its feature's hash range (indices + hash_size_cumsum"
     checks.add(hsc[0], 0, None, "argument 'hash_size_cumsum' must start non-negative")
     checks.add(low - hsc[0], 0, None, f"{what} >= hash_size_cumsum[0])")
-    checks.add(high - hsc[n_feat], None, -1, f"{what} < hash_size_cumsum[T])")
     limit = (2**63 - 1 - (n_feat + 1)) // (n_feat + 2)
-    what = f"argument 'hash_size_cumsum' must end at most (2**63 - T - 2) / (T + 2) ({limit})"
-    checks.add(hsc[n_feat], None, limit, what)
+    what = f"at most (2**63 - T - 2) / (T + 2) ({limit})"
+    checks.add(hsc[n_feat], None, limit, f"argument 'hash_size_cumsum' must end {what}")
+    # ids at or past hsc[T] are the last feature's (upstream's delinearization), not an error
+    checks.add(high, None, limit, f"argument 'indices' + hash_size_cumsum must be {what}")
 
 
 def _unique_merged(
@@ -196,8 +199,10 @@ def _unique_merged(
     index is clamped, as bad data can leave a place unwritten), the unique ids are the ids
     written at their rank.  Launches: two ``add`` (the keys),
     ``unique``, ``sub`` (``below``), ``count_le`` (2; 3 validating), ``add`` (the places),
+    ``clamp_max_`` (owners at most ``T - 1``: an id at or past ``hsc[T]`` is the last
+    feature's) and ``fill_`` (``below[T]``: every unique id, so the last group counts them),
     ``index_copy`` and a gather (the reverse index), ``index_copy`` of the ids, a gather of the
-    owners' first ids, ``sub``: 13.  Without the merge, ``below`` and the owners would take a
+    owners' first ids, ``sub``: 15.  Without the merge, ``below`` and the owners would take a
     ``searchsorted`` each (AI CPU).
     """
     n, dev = linear.numel(), linear.device
@@ -208,9 +213,13 @@ def _unique_merged(
     merged, inverse = torch.unique(keys, sorted=True, return_inverse=True)
     n_unique = merged.numel() - (n_feat + 1)
     below = inverse[n:] - ar[: n_feat + 1]
-    owner = _u.count_le(below[1:], n_unique, clamp=validate)  # in [0, T] whatever the data
+    boundaries = _u.count_le(below[1:], n_unique, clamp=validate)  # in [0, T] whatever the data
     ranks = arange_cached(n_unique + 1, dev)
-    place = ranks[1:] + owner
+    place = ranks[1:] + boundaries
+    # an id at or past hsc[T] is the last feature's and counts in the last group (upstream's
+    # delinearization and lengths): owners capped at T - 1, below[T] is every unique id
+    owner = boundaries.clamp_max_(n_feat - 1)
+    below[n_feat:].fill_(n_unique)
     rank_at = torch.empty(merged.numel(), dtype=torch.int64, device=dev)
     reverse = rank_at.index_copy_(0, place, ranks[:-1]).index_select(0, inverse[:n])
     if validate:  # bad data (refused by the checks) may leave a key's place unwritten
