@@ -19,6 +19,13 @@ def _batched_complete_cumsum(d: str) -> list[Sample]:
     return [((i64,), {}), ((i32,), {}), ((f32,), {})]
 
 
+def _repeat_arange(d: str) -> list[Sample]:
+    i64 = torch.tensor([3, 0, 2, 1], dtype=torch.int64).to(d)
+    i32 = torch.tensor([0, 4, 1], dtype=torch.int32).to(d)
+    return [((i64,), {}), ((i32,), {})]
+
+
 BUILDERS: dict[str, Callable[[str], list[Sample]]] = {
     "fbgemm::asynchronous_batched_complete_cumsum": _batched_complete_cumsum,
+    "fbgemm::repeat_arange": _repeat_arange,
 }

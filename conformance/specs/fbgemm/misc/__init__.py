@@ -1,0 +1,1 @@
+"""Specs of the misc family (``fbgemm_npu/native/fbgemm/misc/``)."""
