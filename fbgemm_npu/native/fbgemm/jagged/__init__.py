@@ -8,6 +8,7 @@ from fbgemm_npu.native.fbgemm.jagged import (
     elementwise,
     jagged_output,
     matmul,
+    softmax_bmm,
     stacked,
     to_dense,
     to_jagged,
@@ -22,6 +23,7 @@ KERNELS = guard_tensor_arguments(
         elementwise.KERNELS,
         jagged_output.KERNELS,
         matmul.KERNELS,
+        softmax_bmm.KERNELS,
         stacked.KERNELS,
     )
 )

@@ -210,6 +210,13 @@ BUDGETS: dict[str, Budget] = {
             "inputs upstream never reads; a fused kernel closes it"
         ),
     ),
+    # softmax_bmm.py: the [B, max_L] index (add, ge, clamp), the row gather, -inf at the padding,
+    # softmax, the scatter back (where, remainder, zeros, index_copy_); checks: the offsets'
+    # int32 range, the rows read and their order
+    "fbgemm::jagged_softmax": Budget(launches=11, checks=7, ai_cpu=0),  # + the offsets' clone
+    "fbgemm::jagged_softmax_forward": Budget(launches=10, checks=7, ai_cpu=0),
+    # both gathers, the product, its padding fill, sum, sub, mul, the scatter back
+    "fbgemm::jagged_softmax_backward": Budget(launches=14, checks=7, ai_cpu=0),
     "fbgemm::stacked_jagged_1d_to_dense": _STACKED,
     "fbgemm::stacked_jagged_2d_to_dense": _STACKED,
 }
