@@ -254,3 +254,46 @@ def test_second_backward_of_a_fused_lookup_steps_again_like_upstream_cpu(opt: O)
             assert_close(a, e, 1e-5, f"weights of table {t} after backward {i + 1}")
     for a, e in zip(steps[NPU][1], steps["cpu"][1], strict=True):
         assert_close(a, e, 1e-5, "optimizer state after two backwards")
+
+
+def test_vbe_output_preallocated_is_written_and_trained_like_upstream_cpu() -> None:
+    """Upstream's ``vbe_output`` / ``vbe_output_offsets`` (the merged VBE output of several
+    lookups): ours ignored them and returned a fresh tensor.  Now the rows of rank ``r`` and
+    feature ``t`` land at ``vbe_output_offsets[r, t]`` of the given buffer (the rest of it kept),
+    which is returned; forward and the SGD step equal upstream's CPU module (whose CPU build
+    refuses a pre-allocated output, so its compact VBE output is placed by hand)."""
+    from fbgemm_npu.testing.tbe_inputs import make_batches
+
+    specs, vbe = [(40, 8), (25, 16), (30, 8)], [[2, 3], [1, 4], [3, 1]]
+    ours = training_tbe(O.EXACT_SGD, specs, NPU, style="cuda_user")
+    ref = training_tbe(O.EXACT_SGD, specs, "cpu")
+    same_weights(ref, ours)
+    b = make_batches(specs, 4, 1, seed=3, weighted=False, vbe=vbe)[0]
+    # rank-major merged layout with a gap of 5 before and 3 after this lookup's part
+    starts, pos = [], 5
+    for r in range(2):
+        row = []
+        for t, (_, d) in enumerate(specs):
+            row.append(pos)
+            pos += vbe[t][r] * d
+        starts.append(row)
+    buf = torch.full((pos + 3,), -7.0, device=NPU)
+    out = ours(
+        b.indices.to(NPU),
+        b.offsets.to(NPU),
+        batch_size_per_feature_per_rank=vbe,
+        vbe_output=buf,
+        vbe_output_offsets=torch.tensor(starts, device=NPU),
+    )
+    assert out.data_ptr() == buf.data_ptr() and out.shape == buf.shape
+    expect = ref(b.indices, b.offsets, batch_size_per_feature_per_rank=vbe)
+    got = out.detach().cpu()
+    assert torch.equal(got[:5], torch.full((5,), -7.0))
+    assert torch.equal(got[pos:], torch.full((3,), -7.0))
+    assert_close(got[5:pos], expect.detach().view(-1), 1e-6, "forward")
+    w = torch.linspace(-1.0, 1.0, pos - 5)
+    (out[5:pos] * w.to(NPU)).sum().backward()
+    (expect.view(-1) * w).sum().backward()
+    fbgemm_npu.check()
+    for x, y in zip(ref.split_embedding_weights(), ours.split_embedding_weights(), strict=True):
+        assert_close(y, x, 1e-6, "weights after the step")

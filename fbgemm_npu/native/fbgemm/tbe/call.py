@@ -214,6 +214,29 @@ def _size(value: Any) -> Any:
     return value if isinstance(value, torch.SymInt) else int(value)
 
 
+def _vbe_output(op: str, vbe: VbeArgs, a: dict[str, Any], offsets: Any) -> None:
+    """Upstream's pre-allocated VBE output: ``vbe_output`` (1-D, the output dtype) receives
+    rank ``r``'s feature ``t`` at ``vbe_output_offsets[r, t]`` (``[R, T]``, other lookups'
+    parts of the buffer are kept) and is the forward's result.  Launches: a cast and a ``cat``
+    (the offsets, ending at its size), and in the forward a ``cat`` and a ``copy_``."""
+    out = a.get("vbe_output")
+    if out is None:
+        return
+    dtype = output_dtype_of(op, int(a["output_dtype"]))
+    if not isinstance(out, torch.Tensor) or out.dim() != 1 or out.dtype != dtype:
+        raise ValueError(f"{op}: argument 'vbe_output' must be a 1-D {dtype} tensor")
+    n_rt = vbe.output_offsets_feature_rank.numel() - 1
+    if not isinstance(offsets, torch.Tensor) or offsets.numel() != n_rt:
+        raise ValueError(
+            f"{op}: argument 'vbe_output_offsets' must be given with 'vbe_output', one start "
+            f"per rank and feature ({n_rt})"
+        )
+    check_same_device(op, vbe_output=out, vbe_output_offsets=offsets, B_offsets=vbe.B_offsets)
+    end = torch.full((1,), out.numel(), dtype=torch.int64, device=out.device)
+    vbe.output_offsets_feature_rank = torch.cat([offsets.reshape(-1).to(torch.int64), end])
+    vbe.output_size, vbe.out = out.numel(), out
+
+
 def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
     """Unpack the named arguments of a pt2 lookup call (see the invokers for the list orders)."""
     op = op_name(optimizer)
@@ -235,6 +258,7 @@ def parse_call(optimizer: str, a: dict[str, Any]) -> LookupCall:
             # traced, a data-dependent size stays symbolic (int() would need its value)
             output_size=_size(a.get("vbe_output_size", -1)),
         )
+        _vbe_output(op, vbe, a, aux_t[6] if len(aux_t) > 6 else None)
     states, state_rowwise = [], []
     spec = OPTIMIZERS.get(optimizer)
     for name, rowwise in spec.states if spec else ():

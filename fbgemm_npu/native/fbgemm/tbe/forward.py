@@ -113,6 +113,9 @@ class VbeArgs:
     output_offsets_feature_rank: torch.Tensor  # [R * T + 1] int64
     B_offsets_rank_per_feature: torch.Tensor  # [T, R + 1] int32
     output_size: int
+    # a pre-allocated merged output (upstream's vbe_output): written at vbe_output_offsets
+    # (then output_offsets_feature_rank, output_size its numel) and returned
+    out: torch.Tensor | None = None
 
 
 @dataclass
@@ -323,7 +326,10 @@ def tbe_forward(
         )
         state.row_starts = row_starts
         max_D = max(plan.dims) if plan.dims else 0
-        out_ext = weights.new_empty((vbe.output_size + max_D,), dtype=output_dtype)
+        if vbe.out is None:
+            out_ext = weights.new_empty((vbe.output_size + max_D,), dtype=output_dtype)
+        else:  # keep what other lookups wrote to the shared buffer; the tail is the trash
+            out_ext = torch.cat([vbe.out, vbe.out.new_empty((max_D,))])
     else:
         out = weights.new_empty((B, plan.total_D), dtype=output_dtype)
 
@@ -344,6 +350,8 @@ def tbe_forward(
                 src = src.to(output_dtype)
             b_ix = arange_cached(B, weights.device)[None, :, None]
             out.index_put_((b_ix, cls.cols[:, None, :]), src)
+    if vbe is not None and vbe.out is not None:
+        return vbe.out.copy_(out_ext[: vbe.output_size]), state
     if vbe is not None:
         return out_ext[: vbe.output_size], state
     return out, state
