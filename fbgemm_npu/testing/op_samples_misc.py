@@ -1,5 +1,5 @@
 """Opcheck samples of the small upstream ops added for issue 13 (the cumsum family's
-``asynchronous_batched_complete_cumsum`` and the ops after it), merged into
+``asynchronous_batched_complete_cumsum``, the misc family, ``index_select_dim0``), merged into
 :mod:`fbgemm_npu.testing.op_samples`: small valid calls built fresh on ``device``."""
 
 from __future__ import annotations
@@ -25,7 +25,15 @@ def _repeat_arange(d: str) -> list[Sample]:
     return [((i64,), {}), ((i32,), {})]
 
 
+def _index_select_dim0(d: str) -> list[Sample]:
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(0)).to(d)
+    i64 = torch.tensor([4, 0, 0, 2], dtype=torch.int64).to(d)
+    i32 = torch.tensor([1, 3], dtype=torch.int32).to(d)
+    return [((x.clone().requires_grad_(), i64), {}), ((x, i32, 2, 3, True), {})]
+
+
 BUILDERS: dict[str, Callable[[str], list[Sample]]] = {
     "fbgemm::asynchronous_batched_complete_cumsum": _batched_complete_cumsum,
     "fbgemm::repeat_arange": _repeat_arange,
+    "fbgemm::index_select_dim0": _index_select_dim0,
 }

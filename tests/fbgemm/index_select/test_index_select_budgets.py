@@ -58,6 +58,7 @@ CASES: dict[str, Case] = {
     "keyed_jagged_index_select_dim1[size]": Case(KEYED, "no_weights"),
     "keyed_jagged_index_select_dim1[weights, size]": Case(KEYED),
     "batch_index_select_dim0": Case(BIS),
+    "index_select_dim0": Case(_op("index_select_dim0")),
     "batch_index_select_dim0[permuted]": Case(BIS, "permuted"),
     "batch_index_select_dim0[one width]": Case(BIS, "one_width"),
     "batch_index_select_dim0[one width, permuted]": Case(BIS, "one_width_permuted"),
@@ -214,6 +215,12 @@ def _unique_calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
     }
 
 
+def _dim0_calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
+    g = generator(4)
+    x, idx = to_npu(torch.randn(t * b, d, generator=g), torch.randint(0, t * b, (b,), generator=g))
+    return {"index_select_dim0": lambda: F.index_select_dim0(x, idx)}
+
+
 def _calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
     """Case name -> the call on npu tensors of that size (inputs moved there beforehand)."""
     return {
@@ -221,6 +228,7 @@ def _calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
         **_table_calls(t, b, d),
         **_range_calls(t, b, d),
         **_unique_calls(t, b, d),
+        **_dim0_calls(t, b, d),
     }
 
 
@@ -278,7 +286,9 @@ def _backward_calls(t: int, b: int, d: int) -> dict[str, tuple[str, Callable[[],
     v, kv = values.to("npu").requires_grad_(), kvals.to("npu").requires_grad_()
     flat = torch.randn(18, device="npu", requires_grad=True)
     keyed = F.keyed_jagged_index_select_dim1
+    rows = torch.randn(t * b, d, generator=g).to("npu").requires_grad_()
     forwards = {
+        "index_select_dim0": ("backward", rows, lambda: F.index_select_dim0(rows, ix)),
         "batch_index_select_dim0": (
             "backward",
             flat,
@@ -312,6 +322,7 @@ def _backward_calls(t: int, b: int, d: int) -> dict[str, tuple[str, Callable[[],
 
 
 BACKWARDS = (
+    "index_select_dim0",
     "batch_index_select_dim0",
     "jagged_index_select[size]",
     "jagged_index_select",

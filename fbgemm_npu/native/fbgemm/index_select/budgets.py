@@ -109,6 +109,10 @@ BUDGETS: dict[str, Budget] = {
     # zeros + index_add_, nothing to check.  Checks 9, were 8: the gather index clamped into the
     # tables' buffer (the gather and the backward's index_add_ run before deferred checks are
     # read: memory-safe on bad indices)
+    # the gather (checks: aminmax, clamp, the queued range check's 5); backward zeros + index_add_
+    "fbgemm::index_select_dim0": Budget(
+        launches=1, checks=7, ai_cpu=0, paths={"backward": 2}, path_checks={"backward": 0}
+    ),
     "fbgemm::batch_index_select_dim0": Budget(
         launches=11,
         checks=9,
