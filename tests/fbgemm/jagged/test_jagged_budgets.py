@@ -254,6 +254,10 @@ EXTRA_MEASURED = {
         "jagged_softmax",
         "jagged_softmax_forward",
         "jagged_softmax_backward",
+        "jagged_jagged_bmm",
+        "jagged_jagged_bmm_forward",
+        "jagged_dense_bmm",
+        "jagged_dense_bmm_forward",
     ),
 }
 

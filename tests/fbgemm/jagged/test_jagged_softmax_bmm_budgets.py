@@ -1,6 +1,7 @@
-"""Launch and sync budgets of softmax_bmm.py's ops (``jagged_softmax`` and its forward /
-backward), read from the family's ``budgets.py``: exact both ways, at two sizes, with the data
-checks off (the kernel alone) and on, int32 and int64 offsets, nothing on a 910B's AI CPU.
+"""Launch and sync budgets of softmax_bmm.py's ops (``jagged_softmax``, its forward and
+backward) and bmm.py's (``jagged_jagged_bmm``, ``jagged_dense_bmm`` and their forwards), read
+from the family's ``budgets.py``: exact both ways, at two sizes, with the data checks off (the
+kernel alone) and on, int32 and int64 offsets, nothing on a 910B's AI CPU.
 ``test_jagged_budgets.py`` counts these ops as measured here (``EXTRA_MEASURED``)."""
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from fbgemm_npu.testing.budgets import assert_op_budget, budget_of
 
 F = torch.ops.fbgemm
 SIZES = ((4, 3, 2), (128, 64, 128))  # (B, max_len, D): the counts must not depend on them
-MEASURED = ("jagged_softmax", "jagged_softmax_forward", "jagged_softmax_backward")
+MEASURED = (
+    "jagged_softmax",
+    "jagged_softmax_forward",
+    "jagged_softmax_backward",
+    "jagged_jagged_bmm",
+    "jagged_jagged_bmm_forward",
+    "jagged_dense_bmm",
+    "jagged_dense_bmm_forward",
+)
 
 
 def _inputs(size: tuple[int, int, int], index: torch.dtype) -> tuple[torch.Tensor, ...]:
@@ -36,6 +45,11 @@ def _call(op: str, size: tuple[int, int, int], index: torch.dtype) -> Callable[[
         out = F.jagged_softmax_forward(values, offsets, max_l)
         return lambda: F.jagged_softmax_backward(grad, out, offsets, max_l)
     fn = getattr(F, op)
+    if op.startswith("jagged_jagged_bmm"):
+        return lambda: fn(values, grad, offsets, max_l)
+    if op.startswith("jagged_dense_bmm"):
+        y = torch.randn(size[0], size[2], 3).to("npu")
+        return lambda: fn(values, offsets, y, max_l)
     return lambda: fn(values, offsets, max_l)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.jagged import (
+    bmm,
     elementwise,
     jagged_output,
     matmul,
@@ -24,6 +25,7 @@ KERNELS = guard_tensor_arguments(
         jagged_output.KERNELS,
         matmul.KERNELS,
         softmax_bmm.KERNELS,
+        bmm.KERNELS,
         stacked.KERNELS,
     )
 )

@@ -217,6 +217,13 @@ BUDGETS: dict[str, Budget] = {
     "fbgemm::jagged_softmax_forward": Budget(launches=10, checks=7, ai_cpu=0),
     # both gathers, the product, its padding fill, sum, sub, mul, the scatter back
     "fbgemm::jagged_softmax_backward": Budget(launches=14, checks=7, ai_cpu=0),
+    # bmm.py: the [B, max_L] index (add, ge, clamp), a gather and its padding fill per jagged
+    # input, one bmm; jagged_dense_bmm scatters back (where, remainder, zeros, index_copy_) and
+    # copies the offsets it returns; checks: the int32 range and rows read (+ order: a scatter)
+    "fbgemm::jagged_jagged_bmm": Budget(launches=8, checks=6, ai_cpu=0),
+    "fbgemm::jagged_jagged_bmm_forward": Budget(launches=8, checks=6, ai_cpu=0),
+    "fbgemm::jagged_dense_bmm": Budget(launches=11, checks=7, ai_cpu=0),
+    "fbgemm::jagged_dense_bmm_forward": Budget(launches=10, checks=7, ai_cpu=0),
     "fbgemm::stacked_jagged_1d_to_dense": _STACKED,
     "fbgemm::stacked_jagged_2d_to_dense": _STACKED,
 }
