@@ -66,7 +66,6 @@ CASES: dict[str, Case] = {
     "group_index_select_dim0[mixed widths]": Case(GIS),
     "group_index_select_dim0[one member]": Case(GIS, "one_member"),
     "group_index_select_dim0[transposed members]": Case(GIS, "transposed_members"),
-    "group_index_select_dim0[two dtypes]": Case(GIS, "two_dtypes", units=2),
     "offsets_range": Case(_op("offsets_range")),
     "lengths_range": Case(_op("lengths_range"), "no_shape", sized=False),
     "lengths_range[shape]": Case(_op("lengths_range")),
@@ -138,10 +137,8 @@ def _table_calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
     # four members stored transposed (not viewable as rows), each of its own width
     transposed = [torch.randn(2 + i, 5 + i, generator=g).to("npu").t() for i in range(4)]
     tidx = [torch.randint(0, 5 + i, (b,), generator=g) for i in range(4)]
-    # the members again in float64: two dtypes, each of mixed widths
-    two_dtypes, gidx2 = mixed + [x.double() for x in mixed], gidx + gidx
-    flat, bidx, same, members, mixed, gidx, tidx, two_dtypes, gidx2 = to_npu(
-        flat, bidx, same, members, mixed, gidx, tidx, two_dtypes, gidx2
+    flat, bidx, same, members, mixed, gidx, tidx = to_npu(
+        flat, bidx, same, members, mixed, gidx, tidx
     )
     return {
         "batch_index_select_dim0": (
@@ -163,9 +160,6 @@ def _table_calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
         ),
         "group_index_select_dim0[transposed members]": (
             lambda: F.group_index_select_dim0(transposed, tidx)
-        ),
-        "group_index_select_dim0[two dtypes]": (
-            lambda: F.group_index_select_dim0(two_dtypes, gidx2)
         ),
     }
 

@@ -224,3 +224,19 @@ def test_family_registered() -> None:
         assert set(keys) <= set(coverage.get(op, ())), (op, coverage.get(op))
         for key in keys:
             assert torch._C._dispatch_has_kernel_for_dispatch_key(op, key), (op, key)
+
+
+@pytest.mark.parametrize("which", ["inputs", "indices"])
+def test_group_index_select_mixed_dtypes_raise_upstreams_value_error(which: str) -> None:
+    """Upstream's tests (test_group_index_select_dim0_mixed_input_dtype / _indices_dtype) expect
+    its CUDA kernel's ValueError; ours returned the per-member results (as upstream's CPU loop
+    does).  Now the same ValueError and words, naming the op and the member."""
+    a = torch.rand(10, 8, device=NPU)
+    b = a.half() if which == "inputs" else a
+    i0 = torch.randint(10, (5,), device=NPU)
+    i1 = i0.int() if which == "indices" else i0
+    arg = "input_group" if which == "inputs" else "indices_group"
+    match = f"group_index_select_dim0: All {which} in .* groups need to have the same dtype"
+    match += f": argument '{arg}"
+    with pytest.raises(ValueError, match=match):
+        F.group_index_select_dim0([a, b], [i0, i1])

@@ -1,7 +1,9 @@
 """``fbgemm::group_index_select_dim0`` on npu, forward and backward.
 
-Output ``i`` is ``input_group[i].index_select(0, indices_group[i])`` (any rank, any dtype; the
-group may mix dtypes and index types).  Rather than one gather per member, the members of one
+Output ``i`` is ``input_group[i].index_select(0, indices_group[i])`` (any rank, any dtype, one
+dtype and one index dtype for the whole group: a mix is refused with upstream's CUDA kernel's
+ValueError, "All inputs / indices in ... groups need to have the same dtype"; upstream's CPU
+kernel takes a mix).  Rather than one gather per member, the members of one
 dtype are concatenated (as rows when they share a row width, flat otherwise) and gathered once
 with :func:`._tables.table_gather` (the ``batch_index_select_dim0`` program), and one
 ``split_with_sizes_copy`` gives every output its own tensor (views of one buffer would alias each
@@ -14,13 +16,13 @@ is an error).  Fewer index tensors than inputs: upstream silently returns one ou
 tensor, and so do we; more index tensors than inputs: upstream reads past the list (a crash), we
 refuse.  An empty group: upstream's dispatcher has no tensor to dispatch on (an error); ours too.
 
-Launches, per distinct input dtype: one member alone is its ``index_select``; more members with
-one row width: inputs ``cat``, indices ``cat``, the row index, the gather, the split copy; with
-mixed widths the element index instead of the row index.  A member that is not viewable as rows
-is copied first; indices of different dtypes cost nothing more (the indices ``cat`` promotes
-them in the same launch).  The mixed-width case is over the catalogue's target: the inputs must
-be concatenated before one gather can read them all, and the result split into the outputs (a
-fused kernel reading the members in place, as upstream's CUDA kernel does, is the remedy).
+Launches (the group's one dtype; the per-dtype program is kept general): one member alone is its
+``index_select``; more members with one row width: inputs ``cat``, indices ``cat``, the row index,
+the gather, the split copy; with mixed widths the element index instead of the row index. A member
+that is not viewable as rows is copied first. The mixed-width case is over the catalogue's target:
+the inputs must be concatenated before one gather can read them all, and the result split into the
+outputs (a fused kernel reading the members in place, as upstream's CUDA kernel does, is the
+remedy).
 The backward: ``zeros`` and ``index_add_`` per dtype, after a ``cat`` of the output gradients.
 Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
@@ -73,6 +75,16 @@ def _check_group(
     for i, x in enumerate(inputs):
         if x.dim() == 0:
             raise ValueError(f"{op}: argument 'input_group[{i}]' must have at least one dimension")
+    # upstream's CUDA kernel refuses a group of mixed dtypes with these words (its tests match
+    # them; its CPU kernel, a loop of index_select, takes any mix)
+    for what, group in (("inputs", inputs), ("indices", indices)):
+        arg = "input_group" if what == "inputs" else "indices_group"
+        for i, x in enumerate(group):
+            if x.dtype != group[0].dtype:
+                raise ValueError(
+                    f"{op}: All {what} in group_index_select_dim0 groups need to have the same "
+                    f"dtype: argument '{arg}[{i}]' is {x.dtype}, '{arg}[0]' {group[0].dtype}"
+                )
     return inputs, indices
 
 
