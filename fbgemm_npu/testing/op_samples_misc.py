@@ -32,8 +32,21 @@ def _index_select_dim0(d: str) -> list[Sample]:
     return [((x.clone().requires_grad_(), i64), {}), ((x, i32, 2, 3, True), {})]
 
 
+def _histogram_binning_calibration(d: str) -> list[Sample]:
+    g = torch.Generator().manual_seed(1)
+    ex = torch.tensor([0.0, 5, 20, 30, 1, 100, 0, 7, 12, 3], dtype=torch.float64)
+    pos = (ex * 0.3).floor()
+    logit = torch.randn(6, generator=g)
+    scalars = (0.4, 0.0, 1.0, 4, 0.9995)
+    return [
+        ((logit.to(d), ex.to(d), pos.to(d), *scalars), {}),
+        ((logit.view(2, 3).half().to(d), ex.to(d), pos.to(d), *scalars), {}),
+    ]
+
+
 BUILDERS: dict[str, Callable[[str], list[Sample]]] = {
     "fbgemm::asynchronous_batched_complete_cumsum": _batched_complete_cumsum,
     "fbgemm::repeat_arange": _repeat_arange,
     "fbgemm::index_select_dim0": _index_select_dim0,
+    "fbgemm::histogram_binning_calibration": _histogram_binning_calibration,
 }

@@ -2,10 +2,14 @@
 
 Each op is measured at two sizes, with the data checks off and on: the count must be the
 table's exactly whatever the size, the AI-CPU count too (0).  ``repeat_arange``: int32 lengths
-(the main path) and int64 (``int64``: the casts in and out of the int32 scans).
+(the main path) and int64 (``int64``: the casts in and out of the int32 scans);
+``histogram_binning_calibration``: float32 logits, and float16 / bfloat16 (``half``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -16,18 +20,34 @@ F = torch.ops.fbgemm
 NPU = "npu"
 SIZES = (5, 3000)  # segments: the counts must not depend on them
 ARANGE = "fbgemm::repeat_arange"
-CASES = [(ARANGE, None, torch.int32), (ARANGE, "int64", torch.int64)]
+HBC = "fbgemm::histogram_binning_calibration"
+CASES = [
+    (ARANGE, None, torch.int32),
+    (ARANGE, "int64", torch.int64),
+    (HBC, None, torch.float32),
+    (HBC, "half", torch.float16),
+    (HBC, "half", torch.bfloat16),
+]
+
+
+def _call(qualname: str, n: int, dtype: torch.dtype) -> Callable[[], Any]:
+    g = torch.Generator().manual_seed(n)
+    if qualname == ARANGE:
+        lengths = torch.randint(0, 9, (n,), generator=g).to(dtype).to(NPU)
+        return lambda: F.repeat_arange(lengths)
+    logit = torch.randn(n, generator=g).to(dtype).to(NPU)
+    ex = torch.randint(0, 30, (20,), generator=g).double()
+    pos = (ex * torch.rand(20, generator=g, dtype=torch.float64)).floor()
+    ex, pos = ex.to(NPU), pos.to(NPU)
+    return lambda: F.histogram_binning_calibration(logit, ex, pos, 0.4, 0.0, 1.0, 10, 0.9995)
 
 
 def _measure(qualname: str, path: str | None, dtype: torch.dtype) -> None:
     for n in SIZES:
-        lengths = torch.randint(0, 9, (n,), generator=torch.Generator().manual_seed(n))
-        lengths = lengths.to(dtype).to(NPU)
-        F.repeat_arange(lengths)  # warm the cached steps (native/_index.py) at this size
-        c = assert_op_budget(
-            lambda lengths=lengths: F.repeat_arange(lengths), qualname, path=path, exact=True
-        )
-        assert [r.op for r in c.calls] == ["fbgemm.repeat_arange.default"]
+        call = _call(qualname, n, dtype)
+        call()  # warm the cached steps (native/_index.py) at this size
+        c = assert_op_budget(call, qualname, path=path, exact=True)
+        assert [r.op for r in c.calls] == [qualname.replace("::", ".") + ".default"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)

@@ -1,17 +1,18 @@
 """The misc family: small upstream ``fbgemm::`` ops that belong to no other family
-(``repeat_arange``)."""
+(``repeat_arange``, ``histogram_binning_calibration``)."""
 
 from __future__ import annotations
 
 from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
-from fbgemm_npu.native.fbgemm.misc import repeat_arange
+from fbgemm_npu.native.fbgemm.misc import calibration, repeat_arange
 from fbgemm_npu.native.fbgemm.misc.budgets import BUDGETS
 
 # every kernel checks its tensor arguments first (None, objects): native/_checks.py
 KERNELS = guard_tensor_arguments(
     merge_kernels(
         repeat_arange.KERNELS,
+        calibration.KERNELS,
     )
 )
 SCHEMAS: dict[str, str] = {}

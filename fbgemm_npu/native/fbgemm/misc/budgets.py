@@ -10,4 +10,12 @@ BUDGETS: dict[str, Budget] = {
     # the output size is data: int64 sum, one read (the sync; checks: amin and the cat of both);
     # then int32 cumsum of the ends, their clamp, index_add, cumsum; int64: the casts in and out
     "fbgemm::repeat_arange": Budget(launches=5, checks=2, syncs=1, ai_cpu=0, paths={"int64": 7}),
+    # p: float64 cast + add, cast to the logit dtype, to float32; neg_, exp (float32 as upstream),
+    # to float64, add_, reciprocal_, div, ceil, sub_, long (the ids); u to float32; the bins
+    # stacked and cast, clamp, gather, ctr div, lerp, gt, where; half: the cast back (+2 with
+    # p's); checks: aminmax and the queued check's 5.  The float64 elementwise ops (the ids
+    # match upstream's only so) are assumed AI Core: docs/hardware.md lists none of them
+    "fbgemm::histogram_binning_calibration": Budget(
+        launches=21, checks=6, ai_cpu=0, paths={"half": 23}
+    ),
 }
