@@ -44,9 +44,30 @@ def _histogram_binning_calibration(d: str) -> list[Sample]:
     ]
 
 
+def _by_feature_args(d: str) -> tuple[torch.Tensor, ...]:
+    logit = torch.randn(6, generator=torch.Generator().manual_seed(2))
+    sv = torch.tensor([0, 2, 1, 3, 0], dtype=torch.int64)
+    sl = torch.tensor([1, 0, 2, 1, 1, 0], dtype=torch.int64)
+    ex = torch.arange(15, dtype=torch.float64)  # (num_segments 2 + 1) x 5 bins
+    return tuple(t.to(d) for t in (logit, sv, sl, ex, (ex * 0.3).floor()))
+
+
+def _hbc_by_feature(d: str) -> list[Sample]:
+    logit, sv, sl, ex, pos = _by_feature_args(d)
+    return [((logit, sv, sl, 2, ex, pos, 5, 0.4, 0.0, 1.0, 4, 0.9), {})]
+
+
+def _generic_hbc_by_feature(d: str) -> list[Sample]:
+    logit, sv, sl, ex, pos = _by_feature_args(d)
+    edges = torch.tensor([0.2, 0.4, 0.6, 0.8], dtype=torch.float64).to(d)
+    return [((logit, sv, sl, 2, ex, pos, edges, 0.4, 4, 0.9), {})]
+
+
 BUILDERS: dict[str, Callable[[str], list[Sample]]] = {
     "fbgemm::asynchronous_batched_complete_cumsum": _batched_complete_cumsum,
     "fbgemm::repeat_arange": _repeat_arange,
     "fbgemm::index_select_dim0": _index_select_dim0,
     "fbgemm::histogram_binning_calibration": _histogram_binning_calibration,
+    "fbgemm::histogram_binning_calibration_by_feature": _hbc_by_feature,
+    "fbgemm::generic_histogram_binning_calibration_by_feature": _generic_hbc_by_feature,
 }

@@ -21,12 +21,18 @@ NPU = "npu"
 SIZES = (5, 3000)  # segments: the counts must not depend on them
 ARANGE = "fbgemm::repeat_arange"
 HBC = "fbgemm::histogram_binning_calibration"
+BY_FEATURE = "fbgemm::histogram_binning_calibration_by_feature"
+GENERIC = "fbgemm::generic_histogram_binning_calibration_by_feature"
 CASES = [
     (ARANGE, None, torch.int32),
     (ARANGE, "int64", torch.int64),
     (HBC, None, torch.float32),
     (HBC, "half", torch.float16),
     (HBC, "half", torch.bfloat16),
+    (BY_FEATURE, None, torch.float32),
+    (BY_FEATURE, "half", torch.float16),
+    (GENERIC, None, torch.float32),
+    (GENERIC, "half", torch.bfloat16),
 ]
 
 
@@ -36,6 +42,20 @@ def _call(qualname: str, n: int, dtype: torch.dtype) -> Callable[[], Any]:
         lengths = torch.randint(0, 9, (n,), generator=g).to(dtype).to(NPU)
         return lambda: F.repeat_arange(lengths)
     logit = torch.randn(n, generator=g).to(dtype).to(NPU)
+    if qualname != HBC:  # int64 segment lengths and values: 3 segments of 5 bins
+        sl = torch.randint(0, 3, (n,), generator=g)
+        sv = torch.randint(-1, 5, (int(sl.sum()),), generator=g)
+        ex = torch.randint(0, 30, (20,), generator=g).double()
+        pos = (ex * torch.rand(20, generator=g, dtype=torch.float64)).floor()
+        edges = torch.tensor([0.2, 0.4, 0.6, 0.8], dtype=torch.float64).to(NPU)
+        sl, sv, ex, pos = (t.to(NPU) for t in (sl, sv, ex, pos))
+        if qualname == GENERIC:
+            return lambda: F.generic_histogram_binning_calibration_by_feature(
+                logit, sv, sl, 3, ex, pos, edges, 0.4, 5, 0.9
+            )
+        return lambda: F.histogram_binning_calibration_by_feature(
+            logit, sv, sl, 3, ex, pos, 5, 0.4, 0.0, 1.0, 5, 0.9
+        )
     ex = torch.randint(0, 30, (20,), generator=g).double()
     pos = (ex * torch.rand(20, generator=g, dtype=torch.float64)).floor()
     ex, pos = ex.to(NPU), pos.to(NPU)

@@ -18,4 +18,16 @@ BUDGETS: dict[str, Budget] = {
     "fbgemm::histogram_binning_calibration": Budget(
         launches=21, checks=6, ai_cpu=0, paths={"half": 23}
     ),
+    # as histogram_binning_calibration (21), plus the feature offsets: the lengths cast to int32,
+    # cumsum, sub_, clamp_, gather of the first values, eq, add, where, gt, mul, clamp_min_,
+    # where, and the offset add_ (int64 lengths and values; int32 lengths: one cast less, int32
+    # values: one more); checks: the lengths' amin, sum and queued check (+7) and the ids' (6)
+    "fbgemm::histogram_binning_calibration_by_feature": Budget(
+        launches=36, checks=13, ai_cpu=0, paths={"half": 38}
+    ),
+    # the same with the ids a broadcast lt + sum over the boundaries (no searchsorted) in place
+    # of div, ceil, sub_, long
+    "fbgemm::generic_histogram_binning_calibration_by_feature": Budget(
+        launches=34, checks=13, ai_cpu=0, paths={"half": 36}
+    ),
 }
