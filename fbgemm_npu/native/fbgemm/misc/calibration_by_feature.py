@@ -150,7 +150,16 @@ def generic_histogram_binning_calibration_by_feature_npu(
     return calibrate(op, x, u64, ids, (ex, pos), bin_ctr_in_use_after, bin_ctr_weight_value, what)
 
 
+def _by_feature_fake(logit: torch.Tensor, *_: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """Meta (upstream registers none for this op; the generic form has one): the prediction
+    like ``logit``, the bin ids int64 ``(numel,)``."""
+    return torch.empty_like(logit), logit.new_empty((logit.numel(),), dtype=torch.int64)
+
+
 KERNELS = {
-    HBC_BY_FEATURE: {"PrivateUse1": histogram_binning_calibration_by_feature_npu},
+    HBC_BY_FEATURE: {
+        "PrivateUse1": histogram_binning_calibration_by_feature_npu,
+        "Meta": _by_feature_fake,
+    },
     GENERIC: {"PrivateUse1": generic_histogram_binning_calibration_by_feature_npu},
 }
