@@ -144,6 +144,7 @@ XFAIL: dict[str, dict[str, str]] = {
         "issue 12's schema returns the mutated var as an alias (Tensor(a!)), which AOTAutograd "
         "refuses for a custom op (torch: no functionalization of aliased outputs)",
     ),
+    F + "repeat_arange": {STATIC: data_dependent("sum(lengths)")},
     F + "sum_reduce_to_one": {
         FAKE: "upstream: its fake returns the sum on 'meta', not on target_device "
         "(sparse_ops.py sum_reduce_to_one)"
