@@ -75,7 +75,11 @@ def exclusive_reference(t_in: torch.Tensor) -> torch.Tensor:
 def _inputs(valid_ranks: tuple[int, ...], bad_ranks: tuple[int, ...]) -> st.SearchStrategy:
     valid = tensors(shapes(valid_ranks, small=8, large=2048), DTYPES)
     invalid = st.one_of(
-        tensors(shapes(valid_ranks, small=4), BAD_DTYPES, layouts=("contiguous",)),
+        # non-empty: upstream's batched cumsum returns an empty result for an empty tensor of a
+        # dtype it refuses otherwise (int8 (0, 0)); ours refuses it, naming the argument
+        tensors(shapes(valid_ranks, small=4), BAD_DTYPES, layouts=("contiguous",)).filter(
+            lambda t: t.numel() > 0
+        ),
         *([tensors(shapes(bad_ranks, small=3), DTYPES)] if bad_ranks else []),
     )
 

@@ -25,7 +25,9 @@ def _inputs(draw: st.DrawFn) -> dict[str, object]:
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(0, 40, (n,), generator=g)
     lengths[torch.rand(n, generator=g) < 0.3] = 0
-    if draw(st.integers(0, 9)) == 9:  # shrinks towards valid inputs
+    # a bad dtype on non-empty lengths only: upstream returns an empty result for empty float
+    # lengths, ours refuses them naming 'lengths'
+    if n > 0 and draw(st.integers(0, 9)) == 9:  # shrinks towards valid inputs
         bad = draw(st.sampled_from((torch.float32, torch.float64, torch.bool)))
         return {"lengths": lengths.to(bad)}
     return {"lengths": lengths.to(draw(st.sampled_from((torch.int32, torch.int64))))}
