@@ -171,6 +171,8 @@ def asynchronous_batched_complete_cumsum_npu(values: torch.Tensor) -> torch.Tens
     """
     op = ASYNCHRONOUS_BATCHED_COMPLETE_CUMSUM
     t = check_tensor(op, "values", values)
+    if t.dim() >= 2 and t.size(0) == 0:  # upstream: (0, N + 1) for any such input, any dtype
+        return t.new_zeros(0, t.size(1) + 1)
     t = check_dtype(op, "values", t, CUMSUM_DTYPES).detach()
     check_ndim(op, "values", t, (2,))
     out = t.new_empty((t.size(0), t.size(1) + 1))
