@@ -163,7 +163,7 @@ def _spec(
         ),
         budget=_scan_budget(flat=name not in ("asynchronous_complete_cumsum", BATCHED)),
         reference=ref,
-        use_reference=lambda t_in: t_in.dtype in HALF,
+        use_reference=lambda t_in: t_in.dtype in HALF and t_in.numel() > 0,
         examples=_examples(name),
         notes="half types against a float64 reference: upstream accumulates in the half type",
     )
