@@ -316,3 +316,47 @@ def test_compiled_training_step_has_no_ai_cpu_launch(opt: O) -> None:
         out.backward(torch.ones_like(out))
     assert len(seen) == 4 and all(c.launches > 0 for c in seen)  # 2 x (forward, backward)
     assert [e.name for c in seen for e in c.events if e.ai_cpu] == []
+
+
+def test_compiled_step_writes_a_preallocated_vbe_output_like_upstream_cpu() -> None:
+    """Upstream's ``vbe_output`` / ``vbe_output_offsets`` under ``torch.compile``: the traced
+    program ignored the buffer (a fresh tensor came back, the buffer untouched).  Now the rows of
+    rank ``r`` and feature ``t`` land at ``vbe_output_offsets[r, t]`` of the given buffer (the rest
+    of it kept: a graph mutation of its input), the output holds the buffer's values, and the SGD
+    step through it equals upstream's CPU module (whose compact VBE output is placed by hand: its
+    CPU build refuses a pre-allocated output)."""
+    from fbgemm_npu.testing.tbe_inputs import training_tbe
+
+    torch._dynamo.reset()
+    specs, vbe = [(40, 8), (25, 16), (30, 8)], [[2, 3], [1, 4], [3, 1]]
+    ours = training_tbe(O.EXACT_SGD, specs, NPU, style="cuda_user")
+    ref = training_tbe(O.EXACT_SGD, specs, "cpu")
+    with torch.no_grad():
+        for x, y in zip(ref.split_embedding_weights(), ours.split_embedding_weights(), strict=True):
+            x.copy_(torch.rand(x.shape, generator=torch.Generator().manual_seed(x.numel())) - 0.5)
+            y.copy_(x.to(NPU))
+    b = make_batches(specs, 4, 1, seed=3, vbe=vbe)[0]
+    starts, pos = [], 5  # rank-major merged layout, a gap of 5 before and 3 after this lookup
+    for r in range(2):
+        starts.append([pos + sum(vbe[u][r] * specs[u][1] for u in range(t)) for t in range(3)])
+        pos += sum(vbe[t][r] * d for t, (_, d) in enumerate(specs))
+    buf = torch.full((pos + 3,), -7.0, device=NPU)
+    step = torch.compile(ours, fullgraph=True, backend="aot_eager")
+    out = step(
+        b.indices.to(NPU),
+        b.offsets.to(NPU),
+        batch_size_per_feature_per_rank=vbe,
+        vbe_output=buf,
+        vbe_output_offsets=torch.tensor(starts, device=NPU),
+    )
+    expect = ref(b.indices, b.offsets, batch_size_per_feature_per_rank=vbe)
+    got = buf.cpu()
+    assert torch.equal(got[:5], torch.full((5,), -7.0)), "the buffer before this lookup kept"
+    assert torch.equal(got[pos:], torch.full((3,), -7.0)), "the buffer after this lookup kept"
+    _close(got[5:pos], expect.view(-1), "vbe_output written by the compiled forward")
+    _close(out, got, "the compiled forward's result: the buffer's values")
+    w = torch.linspace(-1.0, 1.0, pos - 5)
+    (out[5:pos] * w.to(NPU)).sum().backward()
+    (expect.view(-1) * w).sum().backward()
+    for x, y in zip(ref.split_embedding_weights(), ours.split_embedding_weights(), strict=True):
+        _close(y, x, "weights after the compiled SGD step")

@@ -190,7 +190,11 @@ def traced_forward(
     for_backward: bool = True,
     index_scale: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, ForwardState]:
-    """:func:`.forward.tbe_forward` for a traced call (same arguments, ``lay`` for the plan)."""
+    """:func:`.forward.tbe_forward` for a traced call (same arguments, ``lay`` for the plan).
+    A pre-allocated VBE output (``vbe.out``, upstream's ``vbe_output``) is written in place as
+    in eager -- under AOTAutograd the graph's mutation of that input, its other elements kept --
+    and returned (the compiled graph returns its values; whether it shares the buffer's storage
+    is AOTAutograd's choice)."""
     indices, offsets = indices.contiguous(), offsets.contiguous()
     L = indices.numel()
     dev = indices.device
@@ -254,8 +258,13 @@ def traced_forward(
         elem = torch.where(
             cols[None, :] < width[:, None], row_starts[:, None] + cols[None, :], vbe.output_size
         )
-        out_ext = weights.new_zeros((vbe.output_size + 1,), dtype=output_dtype)
+        if vbe.out is None:
+            out_ext = weights.new_zeros((vbe.output_size + 1,), dtype=output_dtype)
+        else:  # upstream's pre-allocated output: keep what other lookups wrote to it
+            out_ext = torch.cat([vbe.out, vbe.out.new_zeros((1,))])
         out_ext.index_put_((elem,), pooled.to(output_dtype))
+        if vbe.out is not None:  # written in place: the graph's mutation of its input
+            return vbe.out.copy_(out_ext[: vbe.output_size]), state
         return out_ext[: vbe.output_size], state
     # out[b, c] = pooled[bag (feature of c, sample b), column of c within its feature]
     b = torch.arange(B, device=dev)
