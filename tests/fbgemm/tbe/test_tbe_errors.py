@@ -201,3 +201,74 @@ def test_bounds_check_weights_of_the_wrong_size_raise_runtime_error_like_upstrea
         args = [t.to(device) for t in (rows, i, o)]
         with pytest.raises(RuntimeError, match=match or f"{BOUNDS}: argument 'weights' has 3"):
             torch.ops.fbgemm.bounds_check_indices(*args, 1, warning, w.to(device))
+
+
+def _nfp8_tbe(style: str, optimizer: Any) -> Any:
+    from fbgemm_gpu.split_embedding_configs import SparseType
+    from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation as Loc
+    from fbgemm_gpu.split_table_batched_embeddings_ops_training import ComputeDevice as Dev
+
+    if style == "mirror":  # ours, from fbgemm_npu.split_table: npu by default
+        from fbgemm_npu.split_table_batched_embeddings_ops_training import (
+            SplitTableBatchedEmbeddingBagsCodegen as TBE,
+        )
+    else:
+        from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+            SplitTableBatchedEmbeddingBagsCodegen as TBE,
+        )
+    where = (Loc.HOST, Dev.CPU) if style == "cpu" else (Loc.DEVICE, Dev.CUDA)
+    kw = {} if style == "cpu" else {"device": torch.device(NPU)}
+    specs = [(r, d, *where) for r, d in SPECS]
+    return TBE(specs, optimizer=optimizer, weights_precision=SparseType.NFP8, **kw)
+
+
+@pytest.mark.parametrize("style", ["upstream", "mirror"])
+@pytest.mark.parametrize("optimizer", ["EXACT_SGD", "EXACT_ROWWISE_ADAGRAD"])
+@pytest.mark.parametrize("grad", [True, False], ids=["train", "eval"])
+def test_nfp8_weights_raise_naming_weights_like_upstream_cpu(
+    style: str, optimizer: str, grad: bool
+) -> None:
+    """``weights_precision=SparseType.NFP8`` (float8_e4m3fn tables) built on npu and failed deep
+    inside the forward (torch's embedding bag refusing the dtype).  Upstream's CPU kernel has no
+    FP8 forward either and raises NotImplementedError; ours raises that class before launching
+    anything, naming the op, the argument and the precision."""
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType
+
+    opt = getattr(EmbOptimType, optimizer)
+    idx, off = torch.tensor(INDICES), torch.tensor([0, 2, 3, 4, 6])
+    cpu = _nfp8_tbe("cpu", opt)
+    with pytest.raises(NotImplementedError, match="Float8_e4m3fn"):
+        cpu(idx, off)
+    tbe = _nfp8_tbe(style, opt)
+    assert tbe.split_embedding_weights()[0].dtype == torch.float8_e4m3fn
+    with torch.set_grad_enabled(grad), pytest.raises(NotImplementedError) as err:
+        tbe(idx.to(NPU), off.to(NPU))
+    msg = str(err.value)
+    assert "split_embedding_codegen_lookup_" in msg and "argument 'weights'" in msg
+    assert "NFP8" in msg and "float8_e4m3fn" in msg
+
+
+def _dense_lookup(w: torch.Tensor) -> torch.Tensor:
+    dev = w.device
+    return torch.ops.fbgemm.dense_embedding_codegen_lookup_function(
+        dev_weights=w, weights_offsets=torch.tensor([0, 20], device=dev),
+        D_offsets=torch.tensor([0, 4, 12], dtype=torch.int32, device=dev), total_D=12, max_D=8,
+        hash_size_cumsum=torch.tensor([0, 5, 11], device=dev), total_hash_size_bits=4,
+        indices=torch.tensor(INDICES, device=dev), offsets=torch.tensor([0, 3, 6], device=dev),
+        pooling_mode=0, indice_weights=None, feature_requires_grad=None, output_dtype=0,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e5m2, torch.int32, torch.uint8], ids=str)
+def test_dense_lookup_refuses_non_float_weights_naming_dev_weights(dtype: torch.dtype) -> None:
+    """The dense lookup op called with tables of a dtype our lookups do not read: upstream's
+    CPU kernel raises NotImplementedError for FP8 and int32 rows (it reads uint8 rows, which a
+    training TBE cannot build on npu); ours raises that class for all three, naming
+    'dev_weights', where it failed inside torch's embedding bag."""
+    w = torch.zeros(sum(r * d for r, d in SPECS), dtype=dtype)
+    if dtype != torch.uint8:
+        with pytest.raises(NotImplementedError, match="not implemented for"):
+            _dense_lookup(w)
+    match = "dense_embedding_codegen_lookup_function: argument 'dev_weights'"
+    with pytest.raises(NotImplementedError, match=match):
+        _dense_lookup(w.to(NPU))

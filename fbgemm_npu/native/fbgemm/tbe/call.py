@@ -32,6 +32,7 @@ __all__ = [
     "GwdArgs",
     "LookupCall",
     "check_lookup_inputs",
+    "check_weights_dtype",
     "named_args",
     "op_name",
     "parse_call",
@@ -166,6 +167,33 @@ def _placed(op: str, arg: str, parts: list[Any]) -> tuple[torch.Tensor, torch.Te
     )
 
 
+def check_weights_dtype(op: str, arg: str, weights: torch.Tensor) -> None:
+    """The tables' buffer holds float rows of 2 bytes or more (fp32 / fp16 / bf16 as the module
+    builds them).  FP8 rows (``weights_precision=SparseType.NFP8``, ``float8_e4m3fn``) raise
+    ``NotImplementedError`` naming the argument, the class upstream's CPU kernel raises for them
+    (its forward has no FP8 case: ``"split_embedding_cpu_forward_2" not implemented for
+    'Float8_e4m3fn'``), before anything is launched; so do byte rows (``SparseType.INT8`` /
+    ``FP8``, quantized rows the module cannot build on npu) and other dtypes."""
+    dtype = weights.dtype
+    if dtype.is_floating_point and dtype.itemsize >= 2:
+        return
+    if dtype.is_floating_point:
+        raise NotImplementedError(
+            f"{op}: argument '{arg}' holds {dtype} rows (weights_precision=SparseType.NFP8): "
+            "FP8 TBE weights have no lookup on npu, as upstream's CPU kernel has none (it "
+            "raises NotImplementedError too); build the TBE with weights_precision FP32, FP16 "
+            "or BF16"
+        )
+    if dtype == torch.uint8:
+        raise NotImplementedError(
+            f"{op}: argument '{arg}' holds uint8 (quantized, SparseType.INT8 / FP8) rows: a "
+            "training lookup on npu takes float32, float16 or bfloat16 weights"
+        )
+    raise NotImplementedError(  # upstream's CPU kernel: NotImplementedError for these too
+        f"{op}: argument '{arg}' must hold float32, float16 or bfloat16 rows, got {dtype}"
+    )
+
+
 def check_lookup_inputs(
     op: str,
     weights: torch.Tensor,
@@ -174,12 +202,15 @@ def check_lookup_inputs(
     offsets: Any,
     indice_weights: Any,
     vbe: bool,
+    weights_arg: str = "weights",
 ) -> None:
-    """The batch of a lookup call, from its metadata alone (no launch, no sync): 1-D int32 /
-    int64 ``indices`` and ``offsets``; ``B * T + 1`` offsets without VBE (``T`` features, at least
-    one offset with VBE); per-sample weights (``indice_weights``; ``per_sample_weights`` of the
-    module) a float vector of one value per index; every one on the tables' device.
-    ``ValueError`` / ``RuntimeError`` naming ``op`` and the argument (docs/design.md rule 9)."""
+    """The batch of a lookup call, from its metadata alone (no launch, no sync): float tables
+    (:func:`check_weights_dtype`; ``weights_arg`` names them); 1-D int32 / int64 ``indices`` and
+    ``offsets``; ``B * T + 1`` offsets without VBE (``T`` features, at least one offset with
+    VBE); per-sample weights (``indice_weights``; ``per_sample_weights`` of the module) a float
+    vector of one value per index; every one on the tables' device.  ``ValueError`` /
+    ``RuntimeError`` naming ``op`` and the argument (docs/design.md rule 9)."""
+    check_weights_dtype(op, weights_arg, weights)
     check_ndim(op, "indices", check_tensor(op, "indices", indices), (1,))
     check_ndim(op, "offsets", check_tensor(op, "offsets", offsets), (1,))
     check_dtype(op, "indices", indices, INDEX_DTYPES)

@@ -108,6 +108,7 @@ def _args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         a["offsets"],
         a["indice_weights"],
         vbe is not None,
+        weights_arg="dev_weights",
     )
     return {
         "dev_weights": a["dev_weights"],
