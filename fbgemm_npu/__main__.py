@@ -151,6 +151,12 @@ def info() -> int:
     print("Rec SDK's operator lists (the seed documents), and what serves each:")
     for text in seed_table(set(REGISTRY.kernels)):
         print(f"  {text}")
+    from fbgemm_npu.coverage import coverage_lines
+
+    print()
+    print("upstream's CPU build (fbgemm_gpu), op by op: served / internal / out of scope:")
+    for text in coverage_lines():
+        print(f"  {text}")
     return 0
 
 

@@ -43,6 +43,7 @@ KEYED, BIS, GIS = (
     _op("batch_index_select_dim0"),
     _op("group_index_select_dim0"),
 )
+BIST = _op("batch_index_select_dim0_tensor")
 NO_ROWS, NO_SUM = "no_num_dense_output_rows", "no_selected_lengths_sum"
 CASES: dict[str, Case] = {
     "jagged_index_select": Case(JIS, NO_ROWS, sized=False),
@@ -62,6 +63,8 @@ CASES: dict[str, Case] = {
     "batch_index_select_dim0[permuted]": Case(BIS, "permuted"),
     "batch_index_select_dim0[one width]": Case(BIS, "one_width"),
     "batch_index_select_dim0[one width, permuted]": Case(BIS, "one_width_permuted"),
+    "batch_index_select_dim0_tensor": Case(BIST),
+    "batch_index_select_dim0_tensor[one width, permuted]": Case(BIST, "one_width_permuted"),
     "group_index_select_dim0[one width]": Case(GIS, "one_width"),
     "group_index_select_dim0[mixed widths]": Case(GIS),
     "group_index_select_dim0[one member]": Case(GIS, "one_member"),
@@ -124,6 +127,11 @@ def _jagged_calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
     }
 
 
+def sizes(*lists: list[int]) -> tuple[torch.Tensor, ...]:
+    """``batch_index_select_dim0_tensor``'s size arguments: int64 tensors on the CPU."""
+    return tuple(torch.tensor(v, dtype=torch.int64) for v in lists)
+
+
 def _table_calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
     g = generator(1)
     rows, cols = [5 + i % 3 for i in range(t)], [1 + i % 4 for i in range(t)]
@@ -152,6 +160,15 @@ def _table_calls(t: int, b: int, d: int) -> dict[str, Callable[[], Any]]:
         ),
         "batch_index_select_dim0[one width, permuted]": (
             lambda: F.batch_index_select_dim0(same, bidx, counts, rows, [d] * t, True)
+        ),
+        # the size tensors on the CPU (upstream's usage): no sync
+        "batch_index_select_dim0_tensor": (
+            lambda: F.batch_index_select_dim0_tensor(flat, bidx, *sizes(counts, rows, cols))
+        ),
+        "batch_index_select_dim0_tensor[one width, permuted]": (
+            lambda: F.batch_index_select_dim0_tensor(
+                same, bidx, *sizes(counts, rows, [d] * t), True
+            )
         ),
         "group_index_select_dim0[one width]": lambda: F.group_index_select_dim0(members, gidx),
         "group_index_select_dim0[mixed widths]": lambda: F.group_index_select_dim0(mixed, gidx),
@@ -288,6 +305,11 @@ def _backward_calls(t: int, b: int, d: int) -> dict[str, tuple[str, Callable[[],
             flat,
             lambda: F.batch_index_select_dim0(flat, bidx, [2, 3], [3, 4], [2, 3]),
         ),
+        "batch_index_select_dim0_tensor": (
+            "backward",
+            flat,
+            lambda: F.batch_index_select_dim0_tensor(flat, bidx, *sizes([2, 3], [3, 4], [2, 3])),
+        ),
         "jagged_index_select[size]": (
             "backward",
             v,
@@ -318,6 +340,7 @@ def _backward_calls(t: int, b: int, d: int) -> dict[str, tuple[str, Callable[[],
 BACKWARDS = (
     "index_select_dim0",
     "batch_index_select_dim0",
+    "batch_index_select_dim0_tensor",
     "jagged_index_select[size]",
     "jagged_index_select",
     "keyed_jagged_index_select_dim1[size]",

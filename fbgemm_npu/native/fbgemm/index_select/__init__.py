@@ -1,6 +1,5 @@
-"""The index-select family: jagged, keyed, batch and group index selects, ranges, segment sums,
-unique indices,
-``index_select_dim0``."""
+"""The index-select family: jagged, keyed, batch (list and tensor forms) and group index selects,
+ranges, segment sums, unique indices, ``index_select_dim0``."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.index_select import (
     batch,
+    batch_tensor,
     dim0,
     group,
     index_select,
@@ -24,6 +24,7 @@ KERNELS = guard_tensor_arguments(
         dim0.KERNELS,
         keyed.KERNELS,
         batch.KERNELS,
+        batch_tensor.KERNELS,
         group.KERNELS,
         ranges.KERNELS,
         unique.KERNELS,

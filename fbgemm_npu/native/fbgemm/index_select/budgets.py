@@ -12,6 +12,14 @@ from __future__ import annotations
 
 from fbgemm_npu.native.family import Budget
 
+_BATCH = Budget(
+    launches=11,
+    checks=9,
+    ai_cpu=0,
+    paths={"permuted": 4, "one_width": 5, "one_width_permuted": 3, "backward": 2},
+    path_checks={"backward": 0},
+)
+
 BUDGETS: dict[str, Budget] = {
     # the lengths gather, two int32 cumsums, a gather and a difference for the start distances,
     # five for the row index (rows_gather_index: the segment of every row by clamp + int32
@@ -113,13 +121,10 @@ BUDGETS: dict[str, Budget] = {
     "fbgemm::index_select_dim0": Budget(
         launches=1, checks=7, ai_cpu=0, paths={"backward": 2}, path_checks={"backward": 0}
     ),
-    "fbgemm::batch_index_select_dim0": Budget(
-        launches=11,
-        checks=9,
-        ai_cpu=0,
-        paths={"permuted": 4, "one_width": 5, "one_width_permuted": 3, "backward": 2},
-        path_checks={"backward": 0},
-    ),
+    "fbgemm::batch_index_select_dim0": _BATCH,
+    # the list form's kernels on the three size tensors read on the host: CPU tensors (upstream's
+    # usage, measured) cost nothing more; npu ones add one sync (one copy of all three)
+    "fbgemm::batch_index_select_dim0_tensor": _BATCH,
     # One dtype per group (a mix is refused, as upstream's CUDA kernel does; it was 14 launches
     # and 13 checks per two dtypes): the members are concatenated and gathered at once
     # (8 launches for one row width), then one split_with_sizes_copy gives each output its own
