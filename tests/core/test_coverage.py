@@ -56,8 +56,6 @@ PENDING: set[str] = {
     "fbgemm::sll_jagged_jagged_bmm_jagged_out",
     "fbgemm::sll_jagged_self_substraction_jagged_out",
     "fbgemm::sll_jagged_softmax",
-    "fbgemm::tbe_estimate_indices_distribution",
-    "fbgemm::tbe_generate_indices_from_distribution",
     "fbgemm::tbe_input_combine",
     "fbgemm::tbe_input_combine_with_length",
     "fbgemm::zero_collision_hash",

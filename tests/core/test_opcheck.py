@@ -151,6 +151,18 @@ XFAIL: dict[str, dict[str, str]] = {
         "refuses for a custom op (torch: no functionalization of aliased outputs)",
     ),
     F + "repeat_arange": {STATIC: data_dependent("sum(lengths)")},
+    F + "tbe_estimate_indices_distribution": dict.fromkeys(
+        (FAKE, *AOT),
+        "upstream: a composite kernel that reads the tensor's data on the host, so fake mode "
+        "runs it on a fake tensor; and the op returns host scalars (q, s, max_index, "
+        "num_indices) computed from the data, which no fake kernel can give",
+    ),
+    F + "tbe_generate_indices_from_distribution": dict.fromkeys(
+        (FAKE, *AOT),
+        "upstream: a composite kernel that reads heavy_hitters' data on the host, so fake mode "
+        "runs it on a fake tensor (a fake kernel cannot be registered over a "
+        "CompositeImplicitAutograd one)",
+    ),
     F + "sum_reduce_to_one": {
         FAKE: "upstream: its fake returns the sum on 'meta', not on target_device "
         "(sparse_ops.py sum_reduce_to_one)"

@@ -1,0 +1,1 @@
+"""Specs of the eeg family (``fbgemm_npu/native/fbgemm/eeg/``)."""
