@@ -52,6 +52,9 @@ NPU_KEYS = ("PrivateUse1", "AutogradPrivateUse1")
 DEVICE_FREE = {
     "fbgemm::check_feature_gate_key": "takes a feature name (str) and returns a bool: no tensor, "
     "so upstream's kernel answers on every device",
+    "fbgemm::create_zch_buffer": "a factory (int size, Device? device): no tensor argument, so "
+    "the dispatcher runs upstream's composite kernel (two at::full) for device='npu' too "
+    "(tests/fbgemm/zch/test_zch_parity.py)",
 }
 
 # The TBE optimizers whose training lookup is the served `..._function_pt2` op.

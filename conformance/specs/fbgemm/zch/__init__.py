@@ -1,0 +1,1 @@
+"""Specs of the zch family (``fbgemm_npu/native/fbgemm/zch/``)."""
