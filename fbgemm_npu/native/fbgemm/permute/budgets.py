@@ -1,5 +1,7 @@
 """Budgets of the permute family, one entry per op it registers (see
-fbgemm_npu.native.family.Budget); ``tests/fbgemm/permute/test_permute_budgets.py`` measures each.
+fbgemm_npu.native.family.Budget); ``tests/fbgemm/permute/test_permute_budgets.py`` measures each
+(``test_permute_more_budgets.py`` the later ops: the sequence permute, the baddbmm, the duplicate
+pooled permutes, the recats, whose counts are commented at their entries below).
 
 The main path of the sparse-data permutes: weights given, ``permuted_lengths_sum`` given,
 contiguous inputs; ``paths`` names the others, joined by ``" + "``.  The data checks (permute in
@@ -96,3 +98,53 @@ BUDGETS: dict[str, Budget] = {
         launches=7, checks=9, ai_cpu=0, paths={"int32": 5}, path_checks={"int32": 10}
     ),
 }
+
+
+# The source columns (full of the bounds buffer, its two zeros, the cuts read as a slice does:
+# lt, add, clamp, copy), the gather of each block's (start, end), the widths (sub, clamp), their
+# int32 cumsum, the one read of the output width, the segment arange (sub, two index_add,
+# cumsum), the gather of the columns: 15.  Checks: aminmax of permute_list, its clamp (the
+# gather in bounds), the cat that reads them with the width: 3.
+_DUPLICATE = Budget(
+    launches=15,
+    checks=3,
+    syncs=1,
+    ai_cpu=0,
+    paths={_INT64: 15},
+    path_ai_cpu={_INT64: 4},
+    target=6,
+    note="the output width is data (one read, as upstream's CUDA kernel makes); ATen has no "
+    "segment arange, so the columns take an int32 index_add + cumsum program (8 launches) and "
+    "the cuts' slice semantics 4 more; int64_index: permute_list.numel() * width past 2**31, "
+    "the scans and scatters in int64 (AI CPU).  A fused kernel would gather the blocks directly.",
+)
+# permute_2D_sparse_data without weights nor permuted_lengths_sum: its read of the output size
+# carries the checks (5)
+_SEQUENCE = Budget(
+    launches=9,
+    checks=5,
+    syncs=1,
+    ai_cpu=0,
+    paths={"strided_lengths": 10, "wide": 10, _INT64: 10},
+    path_ai_cpu={_INT64: 5},
+    note=_INT64_NOTE,
+)
+BUDGETS.update(
+    {
+        "fbgemm::permute_sequence_embeddings": _SEQUENCE,
+        # one baddbmm; the permutes and the bias broadcast are views
+        "fbgemm::permute102_baddbmm_permute102": Budget(1, ai_cpu=0),
+        "fbgemm::permute_duplicate_pooled_embs": _DUPLICATE,
+        "fbgemm::permute_duplicate_pooled_embs_split": _DUPLICATE,
+        # the backward of the split one is the split op on the gradient: its budget
+        "fbgemm::permute_duplicate_pooled_embs_auto_grad": _DUPLICATE,
+        "fbgemm::permute_duplicate_pooled_embs_auto_grad_split": _DUPLICATE,
+        # one split_with_sizes_copy into views of the flat output
+        "fbgemm::recat_embedding_grad_output": Budget(1, ai_cpu=0),
+        "fbgemm::recat_embedding_grad_output_mixed_D": Budget(1, ai_cpu=0),
+        # the ranks of the columns (segment ids: clamp, index_add, cumsum), a gather of their
+        # (start, width) rows (stack, index_select), the positions (add, addcmul), index_put_.
+        # Checks: ends (add), four comparisons into one bool buffer, all; the positions' clamp.
+        "fbgemm::recat_embedding_grad_output_mixed_D_batch": Budget(8, checks=7, ai_cpu=0),
+    }
+)
