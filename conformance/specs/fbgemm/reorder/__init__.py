@@ -1,0 +1,1 @@
+"""Specs of the reorder family (``fbgemm_npu/native/fbgemm/reorder/``)."""
