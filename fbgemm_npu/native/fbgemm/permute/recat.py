@@ -87,12 +87,16 @@ def recat_embedding_grad_output_mixed_D_npu(
 ) -> torch.Tensor:
     """``out = cat([grad_output[:, a_r : a_r + D_r].reshape(-1) for r])`` (module docstring):
     ``grad_output`` 2-D ``(B_local, sum(D_r))`` of float32 / float16, output 1-D of its
-    numel.  Zero-width ranks give empty blocks.  Launches: one ``split_with_sizes_copy`` (none
-    for an empty input).  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+    numel.  Zero-width ranks give empty blocks; an empty batch gives an empty output whatever the
+    sizes (upstream checks ``B * sum(D) == numel`` only).  Launches: one
+    ``split_with_sizes_copy`` (none for an empty input).  Launches and syncs: ``BUDGETS`` in
+    ``budgets.py`` (docs/ops.md).
     """
     op = RECAT_MIXED_D
     grad = check_dtype(op, "grad_output", check_tensor(op, "grad_output", grad_output), CPU_DTYPES)
     check_ndim(op, "grad_output", grad, (2,))
+    if grad.size(0) == 0:  # upstream checks B * sum(D) == numel: nothing to hold for B = 0
+        return grad.new_empty((0,))
     _check_sizes(op, "dim_sum_per_rank", dim_sum_per_rank, grad.size(1), "grad_output.size(1)")
     return _split_copy(grad, dim_sum_per_rank, ())
 
@@ -144,13 +148,13 @@ def recat_embedding_grad_output_mixed_D_batch_npu(
         )
     b, width = grad.shape
     out = grad.new_empty((grad.numel(),))
-    if n_ranks == 0 and width > 0:
+    if grad.numel() == 0:  # nothing read nor written (upstream launches no thread), unchecked
+        return out
+    if n_ranks == 0:
         raise RuntimeError(
             f"{op}: argument 'dim_sum_per_rank' must sum to grad_output.size(1) ({width}), got "
             "no ranks"
         )
-    if grad.numel() == 0:
-        return out
     validate = validation_enabled()
     if validate:
         # one bool per condition, reduced by one all(): a_{t+1} = a_t + D_t, D_t >= 0, a_0 = 0,
