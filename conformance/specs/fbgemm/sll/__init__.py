@@ -1,0 +1,1 @@
+"""Specs of the sll family (``fbgemm_npu/native/fbgemm/sll/``)."""
