@@ -259,11 +259,28 @@ EXTRA_MEASURED = {
         "jagged_dense_bmm",
         "jagged_dense_bmm_forward",
     ),
+    # slicing.py, select.py, accumulate.py, pack.py: every path (that file asserts it)
+    "test_jagged_more_budgets.py": (
+        "jagged_slice",
+        "jagged_slice_forward",
+        "masked_select_jagged_1d",
+        "jagged_1d_to_truncated_values",
+        "jagged_acc_weights_and_counts",
+        "jagged_hash_size_cumsum",
+        "pack_segments",
+        "pack_segments_v2",
+        "pack_segments_backward",
+    ),
 }
 
 
 def test_every_op_and_path_of_the_family_is_measured() -> None:
-    extra = [(f"fbgemm::{op}", None) for ops in EXTRA_MEASURED.values() for op in ops]
+    extra = [
+        (f"fbgemm::{op}", path)
+        for ops in EXTRA_MEASURED.values()
+        for op in ops
+        for path in (None, *budget_of(f"fbgemm::{op}").paths)
+    ]
     assert_every_path_measured("jagged", [(c.qualname, c.path) for c in CASES] + extra)
 
 

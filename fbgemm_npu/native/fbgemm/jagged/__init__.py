@@ -1,14 +1,19 @@
-"""The jagged family: jagged <-> dense, stacked jagged, jagged-dense elementwise and matmul."""
+"""The jagged family: jagged <-> dense, stacked jagged, jagged-dense elementwise and matmul,
+softmax / bmm, packed segments."""
 
 from __future__ import annotations
 
 from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.jagged import (
+    accumulate,
     bmm,
     elementwise,
     jagged_output,
     matmul,
+    pack,
+    select,
+    slicing,
     softmax_bmm,
     stacked,
     to_dense,
@@ -26,6 +31,10 @@ KERNELS = guard_tensor_arguments(
         matmul.KERNELS,
         softmax_bmm.KERNELS,
         bmm.KERNELS,
+        pack.KERNELS,
+        accumulate.KERNELS,
+        slicing.KERNELS,
+        select.KERNELS,
         stacked.KERNELS,
     )
 )

@@ -226,4 +226,66 @@ BUDGETS: dict[str, Budget] = {
     "fbgemm::jagged_dense_bmm_forward": Budget(launches=10, checks=7, ai_cpu=0),
     "fbgemm::stacked_jagged_1d_to_dense": _STACKED,
     "fbgemm::stacked_jagged_2d_to_dense": _STACKED,
+    # slicing.py: the new lengths (sub, clamp), both lengths' int32 bounds (cast, cumsum, sub
+    # each), the first rows (add), upstream's two start checks (amin each, always: they ride on
+    # the read), the one sync (the output size; its cat), the segment gather (segment_ids'
+    # three, base sub, gather, arange add, clamp), one index_select; checks: the lengths'
+    # aminmax and sum, the furthest read (add, gt, where, amax)
+    "fbgemm::jagged_slice": Budget(launches=20, checks=7, syncs=1, ai_cpu=0),
+    # both bounds (6), count (sub, sub, minimum, clamp), first / end / shift (4), stack, the
+    # segment ids (3), the triple's gather, the written test (lt, ge, or), rows (add, clamp),
+    # index_select, the zero fill; checks: both lengths' aminmax + sum, both starts' amin, the
+    # furthest write and read (gt, where, amax, add, where, amax) and the queued check (5)
+    "fbgemm::jagged_slice_forward": Budget(launches=26, checks=19, ai_cpu=0),
+    # select.py: the lengths' bounds (3), the mask's cast, zeros, cumsum, both bounds clamped and
+    # gathered, sub, the lengths' dtype cast, the sync's cat, segment_ids (3), clamp, the gather;
+    # int32 lengths: the two casts go; checks: aminmax, sum, the mask past the rows (sub)
+    "fbgemm::masked_select_jagged_1d": Budget(
+        launches=17, checks=4, syncs=1, ai_cpu=0, paths={"int32_lengths": 15}
+    ),
+    # clamp (the kept lengths), both bounds (6), base sub, the sync's cat, the segment gather
+    # (6), index_select; int32 lengths: one cast less each side... (the lengths' own cast);
+    # checks: aminmax, sum, the furthest read (gt, add, where, amax)
+    "fbgemm::jagged_1d_to_truncated_values": Budget(
+        launches=15, checks=8, syncs=1, ai_cpu=0, paths={"int32_lengths": 13}
+    ),
+    # accumulate.py: zeros, a one, stack, clamp, index_add_ (float32 weights; others: their
+    # float32 cast); checks: the ids' aminmax and the queued check (5)
+    "fbgemm::jagged_acc_weights_and_counts": Budget(
+        launches=5, checks=6, ai_cpu=0, paths={"cast": 6}
+    ),
+    # the features' bounds (cast), hash_size_offsets (arange), segment_ids (3), the outside
+    # positions (lt, where), the segment max: int64 ids in two int32 passes (floor div, cast,
+    # full, scatter_reduce; the low words: mul, sub, add, cast, gather, eq, where, full,
+    # scatter_reduce; recombined: casts, mul, sub, add), empty features (gt, add, where, cast),
+    # the complete cumsum (ours: int64 as two int32-word scans); int32 ids: one pass, int32
+    # scan; checks: first / last bound, the bounds' steps (sub, amin), the queued check (5)
+    "fbgemm::jagged_hash_size_cumsum": Budget(launches=35, checks=7, ai_cpu=0, paths={"int32": 17}),
+    # pack.py: the int32 offsets (cast, zeros, cumsum; int32 lengths: no cast), then the
+    # family's gather (to_dense: add, ge, clamp, index_select, the padding fill); v2's presence
+    # mask: one lt; the backward the family's scatter (to_jagged: add, ge, where, remainder,
+    # zeros, index_copy_); checks: the lengths' amin, amax (int64), sum and queued check (8),
+    # and to_dense's / to_jagged's own (6 / 5)
+    "fbgemm::pack_segments": Budget(
+        launches=8,
+        checks=14,
+        ai_cpu=0,
+        paths={"int32_lengths": 7},
+        path_checks={"int32_lengths": 13},
+    ),
+    # (int64 values: their padding fill is a where, whose scalar costs a launch: the family's
+    # to_dense int64_values path)
+    "fbgemm::pack_segments_v2": Budget(
+        launches=8,
+        checks=14,
+        ai_cpu=0,
+        paths={"presence_mask": 9, "int64_values": 9, "int64_values_presence_mask": 10},
+    ),
+    "fbgemm::pack_segments_backward": Budget(
+        launches=9,
+        checks=13,
+        ai_cpu=0,
+        paths={"int32_lengths": 8},
+        path_checks={"int32_lengths": 12},
+    ),
 }
