@@ -126,7 +126,7 @@ def recat_embedding_grad_output_mixed_D_batch_npu(
 
     Math: column ``c`` belongs to rank ``r(c) = #{t >= 1 : a_t <= c}`` (int32 segment ids of
     ``a``), and ``grad_output[b, c]`` goes to ``(B - 1) a_r + c + b D_r``: a gather of the ranks'
-    ``(a, D)`` rows, an ``add`` and an ``addcmul`` give the ``(B, S)`` positions, one
+    ``(a, D)`` rows, an ``add``, a ``mul`` and an ``add`` give the ``(B, S)`` positions, one
     ``index_put_`` writes them.  Checks (queued): ``D >= 0``, ``a_0 = 0``, ``a_{t+1} = a_t + D_t``
     and ``a_{T-1} + D_{T-1} = S``; the positions are clamped into the output until they are read.
     Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
@@ -175,7 +175,8 @@ def recat_embedding_grad_output_mixed_D_batch_npu(
     table = torch.stack((starts, dims), 1).index_select(0, rank)  # rank <= T - 1 always
     dest = torch.add(arange_cached(width, grad.device), table[:, 0], alpha=b - 1)
     rows = arange_cached(b, grad.device).view(b, 1)
-    dest = torch.addcmul(dest, rows, table[:, 1])  # (B, S)
+    # (B, S); mul + add, both on the AI Core for int64 (docs/hardware.md), not addcmul
+    dest = torch.mul(rows, table[:, 1]).add_(dest)
     if validate:
         dest.clamp_(0, out.numel() - 1)  # in the output until the queued check is read
     return out.index_put_((dest,), grad)
