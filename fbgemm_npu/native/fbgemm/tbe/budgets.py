@@ -207,4 +207,49 @@ BUDGETS: dict[str, Budget] = {
     # the block tables, which the forward caches with its plan, built per call here) and
     # b_t_map.
     "fbgemm::generate_vbe_metadata": Budget(launches=21, ai_cpu=0),
+    # Upstream's CUDA-only index sort (.transpose).  Main path (pooled, int64, keys below 2**24,
+    # no total_unique_indices): the bag ids (segment_ids: clamp, index_add, cumsum), t and b
+    # (floor_divide, remainder: no shifts), the int32 info (an add), hash_size_cumsum's gather
+    # and the add, the key mod 2**bits, its float32 cast and stable sort (no integer sort), the
+    # two permuting gathers, the run ids (fill_, ne, cumsum), the run counts (index_add) and
+    # their cumsum, the run values (clamp, gather, gt, where): 22.  int32 indices: the key's
+    # cast (23); keys below 2**48: two 24-bit digit passes (29); nobag: p * T + t in place of
+    # the info (21); total_unique_indices below L: the run ids' clamp (23); infos past 2**31
+    # (T << info_B_num_bits): the uint32 wrap in int64 (28); VBE: the map's gather, its clamp,
+    # the uint32 >> bits by remainder / floor_divide and the feature's clamp (25, nobag 26);
+    # index-select: features by segment_ids over total_L_offsets, their starts' gather and
+    # cast, r * T + t (22).  Checks: offsets start at 0, end at L, non-decreasing (ge, all,
+    # then stack, upload, clamp, eq, all: 7); VBE (the map's features below T) and
+    # index-select (the features' lengths) one amax more.
+    "fbgemm::transpose_embedding_input": Budget(
+        launches=22,
+        checks=7,
+        ai_cpu=0,
+        paths={
+            "int32": 23,
+            "bits48": 29,
+            "nobag": 21,
+            "total_unique": 23,
+            "info_wrap": 28,
+            "vbe": 25,
+            "vbe_nobag": 26,
+            "index_select": 22,
+        },
+        path_checks={"vbe": 8, "vbe_nobag": 8, "index_select": 8},
+    ),
+    # Upstream's CUDA-only pruning reset (.reset), the layout known (its first call with a new
+    # one reads the offsets back once, as the lookups).  The table of each buffer (clamp,
+    # out-of-place index_put of arange), of each pruned position (segment_ids: clamp, index_add,
+    # cumsum; gather, clamp, gather, clamp_), the table's row of the per-layout table (gather),
+    # the index's clamp into its table, the reset width (ge, where); the momentum addresses (add,
+    # gt) and the weights' (addcmul, add, lt); each buffer's zeros without a data-dependent
+    # selection (where with its fill, amin, clamp, a 0-d zeros, lt, gather, 3 where,
+    # index_put_: 11): 40, whatever the tables or indices.  Checks: the offsets (start, end,
+    # ge + all), the ids' ranges (2 amin, 2 amax), each buffer named once (clamp, index_add,
+    # amax), the indices in their tables (2 eq, or, all), then stack, upload, clamp, eq, all:
+    # 17.  The first call with a new layout uploads its per-layout table (new_layout: one
+    # launch more; no sync when the layout is registered, as upstream's module on npu does).
+    "fbgemm::reset_weight_momentum": Budget(
+        launches=40, checks=17, ai_cpu=0, paths={"new_layout": 41}
+    ),
 }
