@@ -76,9 +76,11 @@ def _rows(
 
 def _check_softmax(x: object, x_offsets: object, max_seq_len: object) -> tuple:
     op = SOFTMAX
-    v = check_float(op, "x", x, 2)
+    v = check_float(op, "x", x, 2, FLOATS)
     o = check_offsets(op, "x_offsets", x_offsets)
     check_same_device(op, x=v, x_offsets=o)
+    if v.dtype == torch.float64 and o.numel() > 1 and v.size(1) > 0:
+        check_float(op, "x", v, 2)  # upstream's kernel refuses float64 where it runs at all
     return v, o, max(check_int(op, "max_seq_len", max_seq_len), 0)
 
 
