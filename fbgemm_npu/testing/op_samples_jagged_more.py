@@ -1,7 +1,8 @@
 """Opcheck samples of the jagged family's slicing.py, select.py, accumulate.py and pack.py ops,
 merged into :mod:`fbgemm_npu.testing.op_samples`: small valid calls built fresh on ``device``
-(for ``jagged_slice``, whose autograd kernel is ours, the values require grad first and the last
-sample goes without); empty segments, truncation, int32 and int64 lengths."""
+(for ``jagged_slice``, ``pack_segments`` and ``pack_segments_v2``, whose autograd kernels are
+ours, :mod:`.op_samples` makes the float values require grad and adds the first sample again
+without); empty segments, truncation, int32 and int64 lengths."""
 
 from __future__ import annotations
 

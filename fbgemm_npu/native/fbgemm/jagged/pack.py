@@ -13,11 +13,12 @@ Padding is 0, or -inf with ``pad_minf`` (float dtypes only: upstream refuses it 
 Dtypes, as upstream's CPU kernels: ``pack_segments`` float32 / float16 / bfloat16 / int32;
 ``pack_segments_v2`` those and int64; ``pack_segments_backward`` the three float types.
 
-Autograd: upstream's (its ``Autograd`` kernels call ``pack_segments`` / ``pack_segments_v2``
-below autograd and ``pack_segments_backward`` for the gradient, all through the dispatcher, so
-on npu they run the kernels here); ours registers none.  Upstream's backward leaves the rows a
-truncated segment (``lengths[b] > L``) never wrote uninitialised; ours writes 0 there, the
-gradient of values no output reads.
+Autograd: upstream's program at ``AutogradPrivateUse1`` (its ``Autograd`` kernels call
+``pack_segments`` / ``pack_segments_v2`` below autograd and ``pack_segments_backward`` for the
+gradient): ours is the same, after the family's argument guard (upstream's C++ kernel reads the
+size of a ``None`` ``t_in`` before any kernel of ours could name it).  Upstream's backward
+leaves the rows a truncated segment (``lengths[b] > L``) never wrote uninitialised; ours writes
+0 there, the gradient of values no output reads.
 
 How: the offsets are one int32 ``cumsum`` of the lengths (no int64 scan, docs/hardware.md); the
 packing is the family's jagged -> dense gather (:func:`.to_dense.to_dense`: the ``[B, L]`` index,
@@ -36,6 +37,7 @@ import math
 
 import torch
 
+from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
     INDEX_DTYPES,
     DataChecks,
@@ -185,8 +187,54 @@ def pack_segments_backward_npu(
     return out.view(total, *inner)
 
 
+class _Pack(torch.autograd.Function):
+    """``pack_segments`` / ``_v2`` (``v2`` args given) and, as upstream's, the gradient
+    ``pack_segments_backward(grad, lengths, t_in.size(0), max_length)``."""
+
+    @staticmethod
+    def forward(ctx, t_in, lengths, max_length, v2):  # type: ignore[override]
+        ctx.save_for_backward(lengths)
+        ctx.total, ctx.max_length = t_in.size(0), max_length
+        if v2 is None:
+            return below_autograd(torch.ops.fbgemm.pack_segments, t_in, lengths, max_length)
+        packed, mask = below_autograd(
+            torch.ops.fbgemm.pack_segments_v2, t_in, lengths, max_length, *v2
+        )
+        if mask is not None:
+            ctx.mark_non_differentiable(mask)
+        return packed, mask
+
+    @staticmethod
+    def backward(ctx, grad, *_):  # type: ignore[override]
+        (lengths,) = ctx.saved_tensors
+        g = torch.ops.fbgemm.pack_segments_backward(grad, lengths, ctx.total, ctx.max_length)
+        return g, None, None, None
+
+
+def _pack_autograd(t_in: torch.Tensor, lengths: torch.Tensor, max_length: int) -> torch.Tensor:
+    if needs_grad(t_in):
+        return _Pack.apply(t_in, lengths, max_length, None)
+    return below_autograd(torch.ops.fbgemm.pack_segments, t_in, lengths, max_length)
+
+
+def _pack_v2_autograd(
+    t_in: torch.Tensor,
+    lengths: torch.Tensor,
+    max_length: int,
+    pad_minf: bool = False,
+    return_presence_mask: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    v2 = (pad_minf, return_presence_mask)
+    if needs_grad(t_in):
+        return _Pack.apply(t_in, lengths, max_length, v2)
+    return below_autograd(torch.ops.fbgemm.pack_segments_v2, t_in, lengths, max_length, *v2)
+
+
 KERNELS = {
-    PACK_SEGMENTS: {"PrivateUse1": pack_segments_npu},
-    PACK_SEGMENTS_V2: {"PrivateUse1": pack_segments_v2_npu},
+    PACK_SEGMENTS: {"PrivateUse1": pack_segments_npu, "AutogradPrivateUse1": _pack_autograd},
+    PACK_SEGMENTS_V2: {
+        "PrivateUse1": pack_segments_v2_npu,
+        "AutogradPrivateUse1": _pack_v2_autograd,
+    },
     PACK_SEGMENTS_BACKWARD: {"PrivateUse1": pack_segments_backward_npu},
 }
