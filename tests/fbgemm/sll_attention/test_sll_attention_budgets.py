@@ -98,3 +98,43 @@ def test_budget_with_the_checks_on(case: tuple) -> None:
 
 def test_every_op_and_path_of_the_family_is_measured() -> None:
     assert_every_path_measured("sll_attention", [(q, p) for q, p, _ in CASES])
+
+
+# The backwards (no op of their own upstream, so no BUDGETS entry): launches of one
+# ``out.backward(grad)`` at both sizes, checks off; never a sync or an AI-CPU launch.
+BACKWARD = {
+    (SOFTMAX, None): 14,
+    (SOFTMAX2, None): 18,
+    (PADDED, None): 15,
+    (DENSE, None): 18,
+    (DENSE, "pad_bias"): 19,
+    (DENSE, "cast"): 21,
+    (BASIC, None): 17,
+    (BASIC, "use_mask"): 20,
+    (MULTI, None): 26,
+}
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if (c[0], c[1]) in BACKWARD], ids=str)
+def test_backward_launches(case: tuple, no_validation: None) -> None:
+    from fbgemm_npu.testing.counters import count
+
+    qualname, path, dtype = case
+    for b in SIZES:
+        call = _call(qualname, path, b, dtype)
+        inputs = [
+            c.cell_contents
+            for c in call.__closure__ or ()
+            if isinstance(c.cell_contents, torch.Tensor) and c.cell_contents.is_floating_point()
+        ]
+        for t in inputs:
+            t.requires_grad_()
+        call().backward(torch.ones(call().shape, dtype=dtype, device=NPU))  # warm
+        for t in inputs:
+            t.grad = None  # an accumulation would add a launch
+        out = call()
+        grad = torch.ones_like(out)
+        with count() as c:
+            out.backward(grad)
+        assert (c.launches, c.syncs, c.ai_cpu) == (BACKWARD[qualname, path], 0, 0), c.summary()
+        assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in inputs)
