@@ -243,6 +243,8 @@ def test_reset_weight_momentum_resets_chunks_of_four_like_the_kernel(D: int) -> 
         ({"buffer_ids": torch.zeros(3, dtype=torch.int32)}, ValueError, "'buffer_ids'"),
         ({"D_offsets": torch.tensor([0, 8], dtype=torch.int32)}, ValueError, "'D_offsets'"),
         ({"pruned_indices": None}, ValueError, "'pruned_indices'"),
+        ({"momentum1_offsets": torch.tensor([0, 6])}, ValueError, "'momentum1_offsets'"),
+        ({"weights_offsets": torch.tensor([-4, 40])}, ValueError, "'weights_offsets'"),
     ],
 )  # fmt: skip
 def test_reset_weight_momentum_refuses_bad_arguments_by_name(

@@ -74,19 +74,30 @@ def _buffer(
 
 
 def _layout(
-    d_off: torch.Tensor, w_off: torch.Tensor, m_off: torch.Tensor, numel: int
+    d_off: torch.Tensor, w_off: torch.Tensor, m_off: torch.Tensor, numel: int, m_numel: int
 ) -> tuple[torch.Tensor, int]:
     """The per-layout device table ``[T, 5]`` int64 (weights offset, momentum offset, D, reset
     width ``4 * (D // 4)``, last row of the table or -1) and the widest reset width, cached per
-    layout like the lookups' plans (one host read of the offsets on a miss)."""
+    layout like the lookups' plans (one host read of the offsets on a miss).  A table that does
+    not fit its buffers (``numel`` weights, ``m_numel`` momentum values) is a ValueError naming
+    the offsets: the kernel would write outside them."""
     tensors = (d_off, w_off, m_off)
-    key = (d_off.device, tuple((id(t), t._version) for t in tensors), numel)
+    key = (d_off.device, tuple((id(t), t._version) for t in tensors), numel, m_numel)
     hit = _LAYOUTS.get(key)
     if hit is not None and all(r() is t for r, t in zip(hit[0], tensors, strict=True)):
         return hit[1], hit[2]
     d, w, m = host_values(*tensors)
+    if any(v < 0 for v in (*w, *m, *d)):
+        raise ValueError(f"{OP}: arguments 'weights_offsets', 'momentum1_offsets' and "
+                         "'D_offsets' must not hold negative values")  # fmt: skip
     rows = _table_rows(OP, d, w, numel)
     dims = [d[t + 1] - d[t] for t in range(len(w))]
+    for t, D in enumerate(dims):
+        if D > 0 and m[t] + rows[t] > m_numel:
+            raise ValueError(
+                f"{OP}: argument 'momentum1_offsets' puts table {t}'s {rows[t]} rows at "
+                f"{m[t]} of a momentum buffer of {m_numel} values"
+            )
     table = [[w[t], m[t], D, 4 * (D // 4), rows[t] - 1] for t, D in enumerate(dims)]
     tab = upload(table, torch.int64, d_off.device)
     width = max((r[3] for r in table), default=0)
@@ -171,7 +182,9 @@ def reset_weight_momentum_npu(
     P, NB, n = pruned_indices.numel(), pruned_indices_offsets.numel() - 1, buffer_ids.numel()
     if P == 0 or NB == 0 or n == 0 or T == 0 or weights.numel() == 0:
         return  # nothing names a row to reset
-    tab, width = _layout(D_offsets, weights_offsets, momentum1_offsets, weights.numel())
+    tab, width = _layout(
+        D_offsets, weights_offsets, momentum1_offsets, weights.numel(), mom.numel()
+    )
     dev = weights.device
     checks = DataChecks(OP)
     pio = pruned_indices_offsets
