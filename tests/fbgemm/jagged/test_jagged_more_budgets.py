@@ -4,8 +4,9 @@ BUDGETS entries (``native/fbgemm/jagged/budgets.py``).
 Each op is measured at two sizes, with the data checks off and on: the launch count must be the
 table's exactly whatever the size, the sync count too (1 for the ops whose output size is data,
 0 else), the AI-CPU count 0.  Paths: int32 lengths (no int32 cast), cast weights, int32 ids,
-the presence mask.  ``test_jagged_budgets.py`` checks that these files together measure every
-op and path of the family (its ``EXTRA_MEASURED``).
+the presence mask, int64 values (their padding fill), a transposed backward input (its copy).
+``test_jagged_budgets.py`` checks that these files together measure every op and path of the
+family (its ``EXTRA_MEASURED``).
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def _call(qualname: str, path: str | None, b: int) -> Callable[[], Any]:
         t_in = t_in.long() if path and path.startswith("int64_values") else t_in
         return lambda: fn(t_in, dev["l"], 5, False, bool(path and path.endswith("mask")))
     data = torch.randn(b, 5, 3, generator=g).to(NPU)
+    if path == "strided_data":
+        data = torch.randn(b, 3, 5, generator=g).to(NPU).transpose(1, 2)
     return lambda: fn(data, dev["l"], n, 5)
 
 
@@ -94,6 +97,7 @@ CASES = [
     ("fbgemm::pack_segments_v2", "int64_values_presence_mask"),
     ("fbgemm::pack_segments_backward", None),
     ("fbgemm::pack_segments_backward", "int32_lengths"),
+    ("fbgemm::pack_segments_backward", "strided_data"),
 ]
 MEASURED = sorted({q.removeprefix("fbgemm::") for q, _ in CASES})
 

@@ -134,13 +134,21 @@ def test_bad_input_names_op_and_argument(name: str) -> None:
     assert f"'{arg}'" in str(info.value), str(info.value)
 
 
-@pytest.mark.parametrize("op", ["jagged_slice", "masked_select_jagged_1d", "pack_segments"])
-def test_none_is_refused(op: str) -> None:
-    args = {"jagged_slice": (None, L, S, 2), "masked_select_jagged_1d": (X, None, M)}.get(
-        op, (X, None, 3)
-    )
-    with pytest.raises((ValueError, RuntimeError, TypeError)):
+NONE = {
+    "jagged_slice": ((None, L, S, 2), "x_values"),
+    "masked_select_jagged_1d": ((X, None, M), "lengths"),
+    "pack_segments": ((None, L, 3), "t_in"),  # upstream's Autograd kernel read its size first
+    "pack_segments_v2": ((None, L, 3), "t_in"),
+    "pack_segments_backward": ((X.reshape(2, 5), None, 3, 5), "lengths"),
+}
+
+
+@pytest.mark.parametrize("op", list(NONE))
+def test_none_is_refused_naming_op_and_argument(op: str) -> None:
+    args, arg = NONE[op]
+    with pytest.raises((ValueError, RuntimeError), match=op) as info:
         getattr(F, op)(*(a.to(NPU) if isinstance(a, torch.Tensor) else a for a in args))
+    assert f"'{arg}'" in str(info.value), str(info.value)
 
 
 def test_mixed_devices_are_refused() -> None:

@@ -281,11 +281,12 @@ BUDGETS: dict[str, Budget] = {
         ai_cpu=0,
         paths={"presence_mask": 9, "int64_values": 9, "int64_values_presence_mask": 10},
     ),
+    # (a data no view flattens to [B * L, D], transposed say, is copied once: strided_data)
     "fbgemm::pack_segments_backward": Budget(
         launches=9,
         checks=13,
         ai_cpu=0,
-        paths={"int32_lengths": 8},
+        paths={"int32_lengths": 8, "strided_data": 10},
         path_checks={"int32_lengths": 12},
     ),
 }
