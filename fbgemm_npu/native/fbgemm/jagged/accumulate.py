@@ -44,6 +44,7 @@ from fbgemm_npu.native._checks import (
     check_ndim,
     check_same_device,
     check_tensor,
+    non_decreasing,
     validation_enabled,
 )
 from fbgemm_npu.native._index import arange_cached, segment_ids
@@ -135,8 +136,9 @@ def jagged_hash_size_cumsum_npu(
         checks.add(bounds[:1], 0, None, "argument 'offsets' must be >= 0")
         checks.add(bounds[-1:], None, n, f"argument 'offsets' must not pass indices' end ({n})")
         if t > 0:
-            step = (bounds[1:] - bounds[:-1]).amin()
-            checks.add(step, 0, None, "argument 'offsets' must not decrease between features")
+            # a comparison, not a difference (which wraps across 2**31 for int32 offsets)
+            what = "argument 'offsets' must not decrease between features"
+            checks.require(non_decreasing(bounds), what)
         checks.assert_on_device()
     if t == 0 or n == 0:
         return torch.zeros(t + 1, dtype=o.dtype, device=o.device), positions

@@ -259,7 +259,7 @@ BUDGETS: dict[str, Budget] = {
     # full, scatter_reduce; the low words: mul, sub, add, cast, gather, eq, where, full,
     # scatter_reduce; recombined: casts, mul, sub, add), empty features (gt, add, where, cast),
     # the complete cumsum (ours: int64 as two int32-word scans); int32 ids: one pass, int32
-    # scan; checks: first / last bound, the bounds' steps (sub, amin), the queued check (5)
+    # scan; checks: first / last bound, the bounds' order (ge, all), the queued check (5)
     "fbgemm::jagged_hash_size_cumsum": Budget(launches=35, checks=7, ai_cpu=0, paths={"int32": 17}),
     # pack.py: the int32 offsets (cast, zeros, cumsum; int32 lengths: no cast), then the
     # family's gather (to_dense: add, ge, clamp, index_select, the padding fill); v2's presence
