@@ -63,6 +63,34 @@ def _generic_hbc_by_feature(d: str) -> list[Sample]:
     return [((logit, sv, sl, 2, ex, pos, edges, 0.4, 4, 0.9), {})]
 
 
+def _rowwise_prune(d: str) -> list[Sample]:
+    g = torch.Generator().manual_seed(3)
+    weight, indicator = torch.randn(6, 3, generator=g).to(d), torch.randn(6, generator=g).to(d)
+    return [
+        ((weight, indicator, 0.5, torch.int32), {}),
+        ((weight, indicator, 0.5, torch.int64, False, 4, None), {}),
+        ((weight[:, :1], indicator, 0.5, torch.int64), {}),  # skip: nothing worth pruning
+    ]
+
+
+def _unary_embeddings(d: str) -> list[Sample]:
+    weight = torch.randn(2, 7, 1, generator=torch.Generator().manual_seed(4))
+    table_offsets = torch.tensor([0, 3, 7])
+    offsets = torch.tensor([0, 1, 3, 3, 4, 6, 8])
+    indices = torch.tensor([0, 2, 1, 3, 0, 1, 2, 3])
+    ints = tuple(t.to(d) for t in (table_offsets, offsets, indices))
+    return [
+        ((weight.to(d).requires_grad_(), *ints), {}),
+        ((weight.half().to(d), *(t.int() for t in ints)), {}),
+    ]
+
+
+def _bottom_k(d: str) -> list[Sample]:
+    x = torch.tensor([[5, 3, 5, 1, 0, 3], [2, 2, 2, 2, 1, 0], [9, 8, 7, 6, 5, 4]]).to(d)
+    fixed, variable = torch.tensor([0, 2]).to(d), torch.tensor([0, 1, 3, 6]).to(d)
+    return [((x, fixed, False), {}), ((x, fixed, True), {}), ((x, variable, True), {})]
+
+
 BUILDERS: dict[str, Callable[[str], list[Sample]]] = {
     "fbgemm::asynchronous_batched_complete_cumsum": _batched_complete_cumsum,
     "fbgemm::repeat_arange": _repeat_arange,
@@ -70,4 +98,7 @@ BUILDERS: dict[str, Callable[[str], list[Sample]]] = {
     "fbgemm::histogram_binning_calibration": _histogram_binning_calibration,
     "fbgemm::histogram_binning_calibration_by_feature": _hbc_by_feature,
     "fbgemm::generic_histogram_binning_calibration_by_feature": _generic_hbc_by_feature,
+    "fbgemm::embedding_bag_rowwise_prune": _rowwise_prune,
+    "fbgemm::batched_unary_embeddings": _unary_embeddings,
+    "fbgemm::bottom_k_per_row": _bottom_k,
 }

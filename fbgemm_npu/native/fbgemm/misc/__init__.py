@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
-from fbgemm_npu.native.fbgemm.misc import calibration, calibration_by_feature, repeat_arange
+from fbgemm_npu.native.fbgemm.misc import (
+    bottom_k,
+    calibration,
+    calibration_by_feature,
+    repeat_arange,
+    rowwise_prune,
+    unary_embeddings,
+)
 from fbgemm_npu.native.fbgemm.misc.budgets import BUDGETS
 
 # every kernel checks its tensor arguments first (None, objects): native/_checks.py
@@ -14,6 +21,9 @@ KERNELS = guard_tensor_arguments(
         repeat_arange.KERNELS,
         calibration.KERNELS,
         calibration_by_feature.KERNELS,
+        rowwise_prune.KERNELS,
+        bottom_k.KERNELS,
+        unary_embeddings.KERNELS,
     )
 )
 SCHEMAS: dict[str, str] = {}

@@ -30,4 +30,34 @@ BUDGETS: dict[str, Budget] = {
     "fbgemm::generic_histogram_binning_calibration_by_feature": Budget(
         launches=34, checks=13, ai_cpu=0, paths={"half": 36}
     ),
+    # the kept count sizes the output (the 1 sync: count[-1] read); abs, gt, int32 cumsum,
+    # sub_, where (new row or -1), its int64 cast, remainder (-1 to the spare row), index_copy_
+    # (int32 and int64 mappings alike); min_num_rows > 0: sub, le_, logical_or_ and the cumsum
+    # again; skip (min_save_ratio says pruning saves too little, decided from sizes): a copy of
+    # the weights and the mapping [0], no sync
+    "fbgemm::embedding_bag_rowwise_prune": Budget(
+        launches=8, syncs=1, ai_cpu=0, paths={"min_num_rows": 12, "skip": 2}
+    ),
+    # the bag of each index position (clamp, cast, index_add, cumsum), each row's table offset
+    # (copy, cat, gather, cast, add), the [L, N] flat indices (arange, add, clamp), the weight
+    # gather, index_add_ into zeros, the [N, B, T] copy (with the cast back); half: the float32
+    # cast of the gathered values.  checks: remainder, ne, mul, aminmax (indices), non_decreasing,
+    # aminmax (offsets) and the queued check's 5
+    "fbgemm::batched_unary_embeddings": Budget(
+        launches=14, checks=12, ai_cpu=0, paths={"half": 15}
+    ),
+    # the output size is data: the 1 sync reads k (or k_offsets[-1]) and every bound with it.
+    # fixed k: sub, the copy of x[:, :k]; unique (fixed k): the distinct ranks [R, C, C] (lt,
+    # eq, logical_and_, any, logical_not_, cumsum, sub_), the least count (select, amin), the
+    # row starts, the kept mask (lt, logical_and_), the places (lt, logical_and_, sum, add_),
+    # where (fill + where), index_copy_; variable: per-row k (sub, aminmax), the read's cat,
+    # segment ids (3), its start (gather, sub), flat index (mul_, add_, clamp_), the gather;
+    # variable_unique: per-row k and the distinct ranks as above.  No sort (integer sort is AI
+    # CPU on a 910B): comparisons, O(R C**2) booleans
+    "fbgemm::bottom_k_per_row": Budget(
+        launches=2,
+        syncs=1,
+        ai_cpu=0,
+        paths={"unique": 20, "variable": 13, "variable_unique": 22},
+    ),
 }
