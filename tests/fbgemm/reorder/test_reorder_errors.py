@@ -142,7 +142,7 @@ BAD: dict[str, tuple[Callable[[], Any], type, str]] = {
             num_indices_after_broadcast=2**62,
         ),
         RT,
-        "output",
+        "num_indices_after_broadcast",
     ),
     "embeddings 1-D": (
         lambda: _sequence(cat_sequence_embeddings=_d(SEQ.values[:, 0])),
@@ -184,6 +184,8 @@ BAD: dict[str, tuple[Callable[[], Any], type, str]] = {
         "cat_ad_indices[2]",
     ),
     "cat negative total": (lambda: _cat(total_num_indices=-1), RT, "total_num_indices"),
+    "huge max_batch_size": (lambda: _lengths(None, None, 3, False, 2**61), RT, "max_batch_size"),
+    "cat huge total": (lambda: _cat(total_num_indices=2**62), RT, "total_num_indices"),
     "cat max_batch_size below NA": (lambda: _cat(max_batch_size=2), VE, "max_batch_size"),
 }
 

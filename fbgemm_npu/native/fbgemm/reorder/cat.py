@@ -154,7 +154,8 @@ def cat_reorder_batched_ad_indices_npu(
         base = excess[:-1]
     offsets = (c, reordered_cat_ad_offsets)
     layout = (num_ads_in_batch, tables, broadcast_indices, ob)
-    return reorder_rows(op, AD_NAMES, offsets, values, bo, layout, n, base, checks)
+    size = (n, "total_num_indices")
+    return reorder_rows(op, AD_NAMES, offsets, values, bo, layout, size, base, checks)
 
 
 def _cat_fake(

@@ -85,11 +85,12 @@ def reorder_rows(
     values: torch.Tensor,
     bo: torch.Tensor,
     layout: tuple[int, int, bool, int],
-    n: int,
+    n: tuple[int, str],
     base: torch.Tensor | None = None,
     checks: DataChecks | None = None,
 ) -> torch.Tensor:
-    """The ``n`` output rows (elements for 1-D ``values``) ``values[C[s(q)] + j - R[q]]``.
+    """The ``n`` output rows (elements for 1-D ``values``) ``values[C[s(q)] + j - R[q]]``;
+    ``n = (rows, the argument that sets it)``.
 
     ``layout = (NA, T, broadcast, OB)`` (``OB > NA``: padding slots, which read nothing);
     ``base`` (cat: ``[B]``, subtracted from the source of each request's slots).  Launches: the
@@ -100,10 +101,11 @@ def reorder_rows(
     (its range only without ``base``), ``R``.
     """
     num_ads, tables, broadcast, ob = layout
+    n, size_arg = n
     c = offsets[0].detach().reshape(-1).contiguous()
     r = offsets[1].detach().reshape(-1).contiguous()
     rows = values.size(0)
-    with allocation_of(op, f"an output of {n} rows"):
+    with allocation_of(op, f"the output of {n} rows (argument '{size_arg}')"):
         out = values.new_empty((n, *values.shape[1:]))
         if n == 0:
             return out
@@ -181,7 +183,8 @@ def reorder_batched_ad_indices_npu(
     values = cat_ad_indices.detach().reshape(-1)
     offsets = (cat_ad_offsets, reordered_cat_ad_offsets)
     layout = (num_ads_in_batch, tables, broadcast_indices, num_ads_in_batch)
-    out = reorder_rows(INDICES, AD_NAMES, offsets, values, batch_offsets, layout, n)
+    size = "num_indices_after_broadcast" if broadcast_indices else "cat_ad_indices"
+    out = reorder_rows(INDICES, AD_NAMES, offsets, values, batch_offsets, layout, (n, size))
     return out.view(shape)
 
 
@@ -242,7 +245,13 @@ def reorder_batched_sequence_embeddings_npu(
     )
     layout = (num_items_in_batch, tables, False, num_items_in_batch)
     return reorder_rows(
-        SEQUENCE, SEQ_NAMES, offsets, emb.detach(), batch_offsets, layout, emb.size(0)
+        SEQUENCE,
+        SEQ_NAMES,
+        offsets,
+        emb.detach(),
+        batch_offsets,
+        layout,
+        (emb.size(0), "cat_sequence_embeddings"),
     )
 
 

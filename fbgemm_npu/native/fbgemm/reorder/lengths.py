@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native._checks import DataChecks
+from fbgemm_npu.native._checks import DataChecks, allocation_of
 from fbgemm_npu.native.fbgemm.reorder._utils import (
     ALL_TYPES,
     INDEX_TYPES,
@@ -98,13 +98,15 @@ def reorder_batched_ad_lengths_npu(
     bo = batch_offsets.detach().reshape(-1).contiguous()
     checks = DataChecks(op)
     check_batch_offsets(checks, bo, num_ads_in_batch)
-    s, _ = slot_sources(bo, num_ads_in_batch, tables, broadcast_lengths)
-    out = lens.index_select(0, s.view(-1).clamp_(0, lens.numel() - 1))
+    size = "max_batch_size" if ob > num_ads_in_batch else "num_ads_in_batch"
+    with allocation_of(op, f"the output of T * {ob} lengths (argument '{size}')"):
+        s, _ = slot_sources(bo, num_ads_in_batch, tables, broadcast_lengths)
+        out = lens.index_select(0, s.view(-1).clamp_(0, lens.numel() - 1))
+        if ob > num_ads_in_batch:
+            full = lens.new_zeros((tables, ob))
+            full[:, :num_ads_in_batch].copy_(out.view(tables, num_ads_in_batch))
+            out = full
     checks.assert_on_device()
-    if ob > num_ads_in_batch:
-        full = lens.new_zeros((tables, ob))
-        full[:, :num_ads_in_batch].copy_(out.view(tables, num_ads_in_batch))
-        out = full
     return out.view(shape)
 
 
