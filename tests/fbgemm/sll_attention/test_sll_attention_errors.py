@@ -215,3 +215,31 @@ def test_masked_positions_give_no_nan_even_from_garbage() -> None:
         *(t.unsqueeze(0).to(NPU) for t in (q, q, q)), OFF.to(NPU), 2
     )
     assert torch.isfinite(out.cpu()).all()
+
+
+def test_a_huge_max_seq_len_costs_no_memory() -> None:
+    """The padded length is capped by the rows the inputs can hold (upstream's loops allocate
+    nothing by max_seq_len): 2**40 gives the result of a max_seq_len past every length."""
+    o = OFF.to(NPU)
+    x = _r(5, 2).to(NPU)
+    assert torch.equal(F.sll_jagged_softmax(x, o, 2**40).cpu(), F.sll_jagged_softmax(x, o, 9).cpu())
+    x2 = _r(13).to(NPU)
+    ot = OT.to(NPU)
+    big, small = (F.sll_jagged2_softmax(x2, o, ot, m, False).cpu() for m in (2**40, 4))
+    assert torch.equal(big, small)
+    q, qh = Q.to(NPU), QH.to(NPU)
+    k, bias = KD.to(NPU), BIAS.to(NPU)
+    # the results scale by 1 / max_seq_len: compare the scaled ones
+    got = F.sll_jagged_flash_attention_basic(q, q, q, o, 2**30).cpu() * 2**30
+    torch.testing.assert_close(got, F.sll_jagged_flash_attention_basic(q, q, q, o, 4).cpu() * 4)
+    got = F.sll_multi_head_jagged_flash_attention(qh, qh, qh, o, 2**30).cpu() * 2**30
+    want = F.sll_multi_head_jagged_flash_attention(qh, qh, qh, o, 4).cpu() * 4
+    torch.testing.assert_close(got, want)
+    got = F.sll_jagged_dense_flash_attention(q, k, q, bias, o, 2**40).cpu()
+    torch.testing.assert_close(got, F.sll_jagged_dense_flash_attention(q, k, q, bias, o, 5).cpu())
+    fbgemm_npu.check()
+
+
+def test_an_output_that_cannot_be_allocated_names_max_length() -> None:
+    with pytest.raises(RuntimeError, match="sll_jagged2_to_padded_dense.*max_length"):
+        F.sll_jagged2_to_padded_dense(_r(13).to(NPU), OT.to(NPU), 2**40, 0.0)

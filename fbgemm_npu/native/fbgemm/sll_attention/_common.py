@@ -19,7 +19,7 @@ import torch
 
 from fbgemm_npu.native._checks import INDEX_DTYPES, check_dtype, check_ndim, check_tensor
 from fbgemm_npu.native._index import arange_cached
-from fbgemm_npu.native.fbgemm.jagged._utils import dense_index, int32_bad, read_rows, write_rows
+from fbgemm_npu.native.fbgemm.jagged._utils import dense_index, read_rows, write_rows
 
 __all__ = [
     "FLOATS",
@@ -27,9 +27,15 @@ __all__ = [
     "check_float",
     "check_int",
     "check_offsets",
+    "padded",
+    "positions",
     "row_index",
     "square_index",
 ]
+
+# Padded lengths up to this read the shared cached arange; a longer one builds its own (one
+# launch more), so one huge max_seq_len leaves no cache of its size behind.
+_CACHED_POSITIONS = 1 << 16
 
 # upstream's fbgemm-kernel paths (jagged_softmax, jagged_dense_bmm) take these; its pure-torch
 # paths (jagged2 softmax / padding, flash_attention_basic) take float64 as well
@@ -60,6 +66,21 @@ def check_int(op: str, arg: str, value: object) -> int:
     return value
 
 
+def positions(length: int, device: torch.device) -> torch.Tensor:
+    """``arange(length)`` int64: a view of the shared cache up to 2**16, else a fresh one."""
+    if length <= _CACHED_POSITIONS:
+        return arange_cached(length, device)
+    return torch.arange(length, dtype=torch.int64, device=device)
+
+
+def padded(max_seq_len: int, most: int) -> int:
+    """The padded length: ``max_seq_len`` (at least 0), but never more than ``most``, the most
+    rows a batch row can hold in the inputs' sizes (its rows, or ``isqrt`` of a jagged2
+    tensor's elements): rows past that are padding for any offsets the data checks pass, so a
+    generous ``max_seq_len`` costs no memory (upstream's loops allocate nothing by it)."""
+    return max(min(max_seq_len, most), 0)
+
+
 def row_index(
     o: torch.Tensor, length: int, n: int, bad: list[torch.Tensor] | None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -81,15 +102,10 @@ def square_index(
     batch row starting at ``starts[b]``: ``pos = starts[b] + i * n_b + j``, ``pad`` true where
     ``i >= n_b`` or ``j >= n_b``.  int64 throughout (``starts`` / ``sizes`` int32 or int64 are
     promoted by the int64 ``arange``).  Launches: mul, add, add, ge, logical_or."""
-    ar = arange_cached(length, starts.device)
+    ar = positions(length, starts.device)
     n = sizes.unsqueeze(-1)  # [B, 1]
     row_start = starts.unsqueeze(-1) + ar * n  # [B, M]
     pos = row_start.unsqueeze(-1) + ar  # [B, M, M]
     pad_i = ar >= n  # [B, M]
     pad = pad_i.unsqueeze(-1) | pad_i.unsqueeze(1)
     return pos, pad
-
-
-def offsets_bad(o: torch.Tensor) -> torch.Tensor:
-    """Nonzero where an offset lies outside ``[0, 2**31)`` (one launch)."""
-    return int32_bad(o)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import torch
 
 from fbgemm_npu.native._autograd import below_autograd, needs_grad
-from fbgemm_npu.native._checks import check_same_device, validation_enabled
+from fbgemm_npu.native._checks import allocation_of, check_same_device, validation_enabled
 from fbgemm_npu.native.fbgemm.jagged._utils import READ_CHECK, assert_no_bad
 from fbgemm_npu.native.fbgemm.sll_attention._common import (
     FLOATS,
@@ -41,6 +41,7 @@ from fbgemm_npu.native.fbgemm.sll_attention._common import (
     check_float,
     check_int,
     check_offsets,
+    padded,
     row_index,
 )
 from fbgemm_npu.native.fbgemm.sll_attention._square import Padded, attend, attend_backward
@@ -84,13 +85,16 @@ def _check(
     return qt, kt, vt, o, check_int(op, "max_seq_len", max_seq_len)
 
 
-def _index(op: str, o: torch.Tensor, length: int, n: int, basic: bool, checks: bool) -> Padded:
+def _index(
+    op: str, o: torch.Tensor, length: int, msl: int, n: int, basic: bool, checks: bool
+) -> Padded:
+    """The ``[B, length]`` row index with the queued data check (lengths against ``msl``)."""
     bad: list[torch.Tensor] | None = [] if checks and validation_enabled() else None
     index = row_index(o, length, n, bad)
     if bad is not None:
         bad.append(o[:-1] > o[1:])
         if basic:
-            bad += [(o[1:] - o[:-1]) > length, o[:1], o[-1:] != n]
+            bad += [(o[1:] - o[:-1]) > msl, o[:1], o[-1:] != n]
     what = _BASIC_CHECK if basic else f"argument 'offsets': {READ_CHECK}"
     assert_no_bad(op, bad, what)
     return index
@@ -113,13 +117,15 @@ def _run(
     heads = op == MULTI
     qt, kt, vt, o, msl = _check(op, q, k, v, offsets, max_seq_len, heads)
     q3, k3, v3 = (t if heads else t.unsqueeze(0) for t in (qt, kt, vt))
-    h, n, b, length = q3.size(0), q3.size(1), o.numel() - 1, max(msl, 0)
+    h, n, b = q3.size(0), q3.size(1), o.numel() - 1
+    length = padded(msl, n)
     if n == 0 or b == 0 or length == 0 or h == 0:
-        _empty_checks(op, o, length, n, not heads)
+        _empty_checks(op, o, max(msl, 0), n, not heads)
         out = v3.new_zeros(v3.shape)
         return (out if heads else out[0]), None
-    index = _index(op, o, length, n, not heads, True)
-    out, saved = attend(q3, k3, v3, index, msl, use_mask)
+    with allocation_of(op, f"the padded [H * B, {length}, {length}] attention"):
+        index = _index(op, o, length, msl, n, not heads, True)
+        out, saved = attend(q3, k3, v3, index, msl, use_mask)
     return (out if heads else out[0]), ((index, saved) if keep else None)
 
 

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as tnf
 
 from fbgemm_npu.native._autograd import below_autograd, needs_grad
-from fbgemm_npu.native._checks import check_same_device, validation_enabled
+from fbgemm_npu.native._checks import allocation_of, check_same_device, validation_enabled
 from fbgemm_npu.native.fbgemm.jagged._utils import (
     READ_CHECK,
     assert_no_bad,
@@ -44,6 +44,7 @@ from fbgemm_npu.native.fbgemm.sll_attention._common import (
     check_float,
     check_int,
     check_offsets,
+    padded,
     row_index,
 )
 
@@ -84,11 +85,19 @@ def _forward(q, k, v, attn_bias, offsets, max_seq_len, keep: bool) -> tuple:
     dt = qt.dtype
     kt, vt, bt = (t.to(dt) for t in (kt, vt, bt))  # no launch where the dtype is q's already
     b, t, n, dv = o.numel() - 1, kt.size(2), qt.size(0), vt.size(1)
+    msl, length = length, padded(length, n)
     if b == 0 or n == 0 or length == 0:
-        if validation_enabled() and b > 0:
-            bad = [o < 0, o[:-1] > o[1:], o[1:] > n] if length > 0 else [o < 0]
+        if validation_enabled() and b > 0:  # rows read past an empty q: as upstream's reads
+            bad = [o < 0, o[:-1] > o[1:], o[1:] > n] if msl > 0 else [o < 0]
             assert_no_bad(DENSE, bad, f"argument 'offsets': {READ_CHECK}")
         return qt.new_zeros((b, t, dv)), None
+    with allocation_of(DENSE, f"the padded [B, {length}, T] scores"):
+        return _attend(qt, kt, vt, bt, o, length, keep)
+
+
+def _attend(qt, kt, vt, bt, o, length: int, keep: bool) -> tuple:
+    """The padded program (module docstring) on checked inputs, ``length >= 1``."""
+    b, n, dv = o.numel() - 1, qt.size(0), vt.size(1)
     bad: list[torch.Tensor] | None = [] if validation_enabled() else None
     read, pad, _ = row_index(o, length, n, bad)
     if bad is not None:

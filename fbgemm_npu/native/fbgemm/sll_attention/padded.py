@@ -23,6 +23,7 @@ import torch
 
 from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
+    allocation_of,
     check_dtype,
     check_ndim,
     check_same_device,
@@ -98,10 +99,12 @@ def sll_jagged2_to_padded_dense_npu(
     if b == 0 or m == 0 or e == 0:
         if b > 0:  # a non-empty matrix cannot fit: the check still runs
             _sizes(o, m, e, True)
-        return torch.full((b, m, m), fill, dtype=v.dtype, device=v.device)
-    read, pad, _ = _index(o, m, e, True)
-    g = v.index_select(0, read.view(-1))
-    return fill_padding(g, pad.view(-1), fill).view(b, m, m)
+        with allocation_of(PADDED, f"the output [B, {m}, {m}] of 'max_length'"):
+            return torch.full((b, m, m), fill, dtype=v.dtype, device=v.device)
+    with allocation_of(PADDED, f"the output [B, {m}, {m}] of 'max_length'"):
+        read, pad, _ = _index(o, m, e, True)
+        g = v.index_select(0, read.view(-1))
+        return fill_padding(g, pad.view(-1), fill).view(b, m, m)
 
 
 def _backward(grad: torch.Tensor, o: torch.Tensor, m: int, e: int) -> torch.Tensor:

@@ -31,10 +31,12 @@ to ``n_b**2``.  Launches: ``budgets.py``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from fbgemm_npu.native._autograd import below_autograd, needs_grad
-from fbgemm_npu.native._checks import check_same_device, validation_enabled
+from fbgemm_npu.native._checks import allocation_of, check_same_device, validation_enabled
 from fbgemm_npu.native.fbgemm.jagged._utils import READ_CHECK, assert_no_bad, int32_bad, write_rows
 from fbgemm_npu.native.fbgemm.jagged.to_jagged import scatter_rows
 from fbgemm_npu.native.fbgemm.sll_attention._common import (
@@ -42,6 +44,7 @@ from fbgemm_npu.native.fbgemm.sll_attention._common import (
     check_float,
     check_int,
     check_offsets,
+    padded,
     row_index,
     square_index,
 )
@@ -89,15 +92,17 @@ def sll_jagged_softmax_npu(
 ) -> torch.Tensor:
     """``out [N, D]``: see the module docstring.  Launches: the row index (5), index_select,
     masked_fill_, softmax, and the scatter (zeros, index_copy_)."""
-    v, o, length = _check_softmax(x, x_offsets, max_seq_len)
+    v, o, msl = _check_softmax(x, x_offsets, max_seq_len)
     n, d, b = v.size(0), v.size(1), o.numel() - 1
+    length = padded(msl, n)
     if n == 0 or d == 0 or b == 0 or length == 0:
         return v.new_zeros((n, d))
-    read, pad, write = _rows(SOFTMAX, o, length, n, True)
-    g = v.index_select(0, read.view(-1)).view(b, length, d)
-    g.masked_fill_(pad.unsqueeze(-1), float("-inf"))
-    s = torch.softmax(g, 1)  # an all-padding column is NaN: it goes to the spare row only
-    return scatter_rows(s.view(b * length, d), write.view(-1), n)
+    with allocation_of(SOFTMAX, f"the padded [B, {length}, D] form of 'x'"):
+        read, pad, write = _rows(SOFTMAX, o, length, n, True)
+        g = v.index_select(0, read.view(-1)).view(b, length, d)
+        g.masked_fill_(pad.unsqueeze(-1), float("-inf"))
+        s = torch.softmax(g, 1)  # an all-padding column is NaN: it goes to the spare row only
+        return scatter_rows(s.view(b * length, d), write.view(-1), n)
 
 
 def _softmax_backward(
@@ -105,6 +110,7 @@ def _softmax_backward(
 ) -> torch.Tensor:
     """``y * (g - sum_l g * y)`` over each batch row's first ``n_b`` rows, 0 elsewhere."""
     n, d, b = y.size(0), y.size(1), o.numel() - 1
+    length = padded(length, n)
     if n == 0 or d == 0 or b == 0 or length == 0:
         return y.new_zeros((n, d))
     read, pad, write = _rows(SOFTMAX, o, length, n, False)
@@ -183,11 +189,13 @@ def _sizes(o: torch.Tensor, ot: torch.Tensor, length: int, e: int, checks: bool)
 
 
 def _square(
-    o: torch.Tensor, ot: torch.Tensor, length: int, e: int, checks: bool
+    o: torch.Tensor, ot: torch.Tensor, msl: int, e: int, checks: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(read, pad, write)`` ``[B, M, M]`` of the jagged2 matrices in ``e > 0`` elements,
-    with the queued data check (module docstring) when ``checks``."""
-    sizes = _sizes(o, ot, length, e, checks)
+    """``(read, pad, write)`` ``[B, L, L]`` (``L = min(max_seq_len, isqrt(e))``) of the jagged2
+    matrices in ``e > 0`` elements, with the queued data check (module docstring) when
+    ``checks``."""
+    sizes = _sizes(o, ot, msl, e, checks)
+    length = padded(msl, math.isqrt(e))
     pos, pad = square_index(ot[:-1], sizes, length)
     write = write_rows(pos, pad, e, None)
     return pos.clamp_(0, e - 1), pad, write
@@ -209,13 +217,15 @@ def sll_jagged2_softmax_npu(
         if b > 0:  # any non-empty matrix is refused: the check still runs
             _sizes(o, ot, length, e, True)
         return v.new_zeros(e)
-    read, pad, write = _square(o, ot, length, e, True)
-    g = v.index_select(0, read.view(-1)).view(b, length, length)
-    g.masked_fill_(pad, float("-inf"))
-    s = torch.softmax(g, 1 if transpose else 2)
-    out = v.new_zeros(e + 1)
-    out.index_put_((write.view(-1),), s.view(-1))
-    return out[:e]
+    side = padded(length, math.isqrt(e))
+    with allocation_of(SOFTMAX2, f"the padded [B, {side}, {side}] form of 'x'"):
+        read, pad, write = _square(o, ot, length, e, True)
+        s = v.index_select(0, read.view(-1)).view(pad.shape)
+        s.masked_fill_(pad, float("-inf"))
+        s = torch.softmax(s, 1 if transpose else 2)
+        out = v.new_zeros(e + 1)
+        out.index_put_((write.view(-1),), s.view(-1))
+        return out[:e]
 
 
 def _softmax2_backward(
@@ -231,8 +241,8 @@ def _softmax2_backward(
         return y.new_zeros(e)
     read, pad, write = _square(o, ot, length, e, False)
     flat = read.view(-1)
-    gy = y.index_select(0, flat).view(b, length, length)
-    gg = grad.index_select(0, flat).view(b, length, length)
+    gy = y.index_select(0, flat).view(pad.shape)
+    gg = grad.index_select(0, flat).view(pad.shape)
     dim = 1 if transpose else 2
     prod = gg * gy
     prod.masked_fill_(pad, 0)
