@@ -14,12 +14,12 @@ import fbgemm_gpu.sll  # noqa: F401  (the sll_* schemas and their CPU / Meta ker
 
 from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
-from fbgemm_npu.native.fbgemm.sll import bmm, cat_sub, elementwise, jagged_out
+from fbgemm_npu.native.fbgemm.sll import bmm, cat_sub, elementwise, jagged_out_autograd
 from fbgemm_npu.native.fbgemm.sll.budgets import BUDGETS
 
 # every kernel checks its tensor arguments first (None, objects): native/_checks.py
 KERNELS = guard_tensor_arguments(
-    merge_kernels(bmm.KERNELS, elementwise.KERNELS, cat_sub.KERNELS, jagged_out.KERNELS)
+    merge_kernels(bmm.KERNELS, elementwise.KERNELS, cat_sub.KERNELS, jagged_out_autograd.KERNELS)
 )
 SCHEMAS: dict[str, str] = {}
 

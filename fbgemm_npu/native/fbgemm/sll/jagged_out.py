@@ -17,12 +17,12 @@ jagged op the longest ``M_i`` and ``N_i``) with the data checks in one copy
 starts), one gather per input with its padding zeroed, one ``bmm``, one scatter of the products
 to their output rows (padding at a spare row).  No loop over ``B``.
 
-Autograd: the gradients of the math above, from the same padded operands (``grad_A = dZ Y^T``,
-``grad_Y = A^T dZ``; ``grad_X = dZ Y``, ``grad_Y = dZ^T X``), scattered with ``index_add_``
-(inputs whose rows overlap get the sum).  Upstream's backward is the same where the usual layout
-holds (``z`` laid out as ``y`` for the array op; ``x_lengths = y_lengths`` and every length
-``<= max_seq_len`` for the jagged op); elsewhere it returns gradients of other shapes, or of
-rows the forward never read (it uncaps the array op's, caps the jagged op's), which ours do not.
+Autograd (``jagged_out_autograd.py``): the gradients of the math above, from the same padded
+operands (``grad_A = dZ Y^T``, ``grad_Y = A^T dZ``; ``grad_X = dZ Y``, ``grad_Y = dZ^T X``),
+scattered with ``index_add_``.  Upstream's backward is the same where the usual layout holds
+(``z`` laid out as ``y`` for the array op; ``x_lengths = y_lengths`` and every length ``<=
+max_seq_len`` for the jagged op); elsewhere it returns gradients of other shapes, or of rows the
+forward never read (it uncaps the array op's, caps the jagged op's), which ours do not.
 
 Checked (queued with the read): lengths ``>= 0``; offsets inside the rows they index; array:
 each ``x`` block of exactly ``n_i^2`` values (upstream's ``view``), ``y`` and output rows in
@@ -35,13 +35,11 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import (
     DataChecks,
     allocation_of,
     check_same_device,
     check_same_dtype,
-    dynamic_size,
     validation_enabled,
 )
 from fbgemm_npu.native.fbgemm.jagged.to_jagged import scatter_rows
@@ -54,9 +52,21 @@ from fbgemm_npu.native.fbgemm.sll._utils import (
     positions,
 )
 
-__all__ = ["KERNELS", "sll_array_jagged_bmm_npu", "sll_jagged_jagged_bmm_jagged_out_npu"]
+__all__ = [
+    "ARRAY",
+    "JAGGED",
+    "array_args",
+    "array_forward",
+    "array_layout",
+    "jagged_args",
+    "jagged_forward",
+    "jagged_layout",
+    "jagged_sizes",
+    "named",
+    "sll_array_jagged_bmm_npu",
+    "sll_jagged_jagged_bmm_jagged_out_npu",
+]
 
-_F = torch.ops.fbgemm
 ARRAY = "fbgemm::sll_array_jagged_bmm_jagged_out"
 JAGGED = "fbgemm::sll_jagged_jagged_bmm_jagged_out"
 _ARRAY_CHECK = (
@@ -93,10 +103,10 @@ def _common(
     return out
 
 
-def _array_layout(
+def _array_read(
     x: torch.Tensor, y: torch.Tensor, a: dict[str, torch.Tensor], cap: int
-) -> tuple[_Layout, int, int]:
-    """The padded layout of the array op, after the one sync: ``(layout, S, L)``."""
+) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """The array op's one sync: ``(n, c, S, L)`` with the data checks read in the same copy."""
     op, nx, ny = ARRAY, x.numel(), y.size(0)
     b = a["y_lengths"].numel()
     n = a["y_lengths"].to(torch.int64)
@@ -118,39 +128,67 @@ def _array_layout(
     total, length = checks.read_with([z_total, longest])
     if total < 0:  # upstream's torch.zeros raises a RuntimeError
         raise RuntimeError(f"{op}: argument 'z_lengths' sums to {total}: a negative output size")
+    return n, c, total, length
+
+
+def _out_rows(pad: torch.Tensor, pos: torch.Tensor, total: int | None) -> torch.Tensor:
+    """The output rows of the padded positions: padding at the spare row ``total`` and every row
+    clamped into ``[0, total]`` (where, clamp); ``total=None`` (a traced backward, whose output
+    size is an unbacked symbol no graph may carry over): padding at -1, unclamped -- the forward
+    kernel that ran on the data checked it."""
+    if total is None:
+        return torch.where(pad, -1, pos)
+    return torch.where(pad, total, pos).clamp_(0, total)
+
+
+def array_layout(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    a: dict[str, torch.Tensor],
+    n: torch.Tensor,
+    c: torch.Tensor,
+    total: int | None,
+    length: int,
+) -> _Layout:
+    """The array op's padded operands for ``L = length`` (any bound of the ``c_i``): the rows,
+    masks and the gathered ``ap [B, L, L]``, ``yp [B, L, D]`` ({} when nothing is read)."""
+    nx, ny, d = x.numel(), y.size(0), y.size(1)
+    b = n.numel()
     if length == 0 or b == 0 or nx == 0 or ny == 0:
-        return {}, total, 0
+        return {}
     j = positions(length, x.device)
     pad = j >= c[:, None]  # [B, L]
     yrows = (a["y_offsets"][:, None] + j).clamp_(0, ny - 1)
     xidx = a["x_offsets"][:-1, None, None] + (j[:, None] * n[:, None, None] + j)
     xidx = xidx.clamp_(0, nx - 1)
-    zrows = torch.where(pad, total, a["z_offsets"][:, None] + j).clamp_(0, total)
+    zrows = _out_rows(pad, a["z_offsets"][:, None] + j, total)
     lay = {"pad": pad, "xpad": pad[:, :, None] | pad[:, None, :], "yrows": yrows, "xidx": xidx}
     lay["zrows"] = zrows
-    return lay, total, length
+    yp = y.index_select(0, yrows.view(-1)).view(b, length, d)
+    lay["yp"] = yp.masked_fill_(pad[..., None], 0)
+    ap = x.index_select(0, xidx.view(-1)).view(b, length, length)
+    lay["ap"] = ap.masked_fill_(lay["xpad"], 0)
+    return lay
 
 
-def _array_forward(
+def array_forward(
     x: torch.Tensor, y: torch.Tensor, a: dict[str, torch.Tensor], cap: int
 ) -> tuple[torch.Tensor, _Layout]:
-    lay, total, length = _array_layout(x, y, a, cap)
+    """The array op's output and the padded layout it was computed on."""
+    n, c, total, length = _array_read(x, y, a, cap)
     d = y.size(1)
     with allocation_of(ARRAY, f"the output of sum(z_lengths) = {total} rows of {d}"):
+        lay = array_layout(x, y, a, n, c, total, length)
         if not lay:
             return y.new_zeros((total, d)), lay
-        b = lay["pad"].size(0)
-        yp = y.index_select(0, lay["yrows"].view(-1)).view(b, length, d)
-        lay["yp"] = yp.masked_fill_(lay["pad"][..., None], 0)
-        ap = x.index_select(0, lay["xidx"].view(-1)).view(b, length, length)
-        lay["ap"] = ap.masked_fill_(lay["xpad"], 0)
         prod = torch.bmm(lay["ap"], lay["yp"])
         return scatter_rows(prod.view(-1, d), lay["zrows"].view(-1), total), lay
 
 
-def _array_args(
+def array_args(
     x: object, y: object, t: dict[str, object], cap: object
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], int]:
+    """The array op's arguments checked by name (offsets trimmed to the entries read)."""
     op = ARRAY
     xv, yv = checked(op, "x", x, 1), checked(op, "y", y, 2)
     cap = host_int(op, "max_seq_len", cap)
@@ -159,9 +197,10 @@ def _array_args(
     return xv, yv, _common(op, xv, yv, t, 0), cap
 
 
-def _jagged_args(
+def jagged_args(
     x: object, y: object, t: dict[str, object], cap: object
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], int]:
+    """The jagged op's arguments checked by name (offsets trimmed to the entries read)."""
     op = JAGGED
     xv, yv = checked(op, "x", x, 2), checked(op, "y", y, 2)
     cap = host_int(op, "max_seq_len", cap)
@@ -173,15 +212,20 @@ def _jagged_args(
     return xv, yv, _common(op, xv, yv, t, 1), cap
 
 
-def _jagged_layout(
-    x: torch.Tensor, y: torch.Tensor, a: dict[str, torch.Tensor]
-) -> tuple[_Layout, int, int, int]:
-    """The padded layout of the jagged op, after the one sync: ``(layout, S, L_m, L_n)``."""
+def jagged_sizes(a: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``M_i``, ``N_i`` (int64): the rows of x and y between their offsets (0 if decreasing)."""
+    xo, yo = a["x_offsets"], a["y_offsets"]
+    m = (xo[1:] - xo[:-1]).clamp_(min=0).to(torch.int64)
+    return m, (yo[1:] - yo[:-1]).clamp_(min=0).to(torch.int64)
+
+
+def _jagged_read(
+    x: torch.Tensor, y: torch.Tensor, a: dict[str, torch.Tensor], m: torch.Tensor, n: torch.Tensor
+) -> tuple[int, int, int]:
+    """The jagged op's one sync: ``(S, L_m, L_n)`` with the data checks read in the same copy."""
     op, nx, ny = JAGGED, x.size(0), y.size(0)
     xo, yo, zo = a["x_offsets"], a["y_offsets"], a["z_offsets"]
     b = xo.numel() - 1
-    m = (xo[1:] - xo[:-1]).clamp_(min=0).to(torch.int64)
-    n = (yo[1:] - yo[:-1]).clamp_(min=0).to(torch.int64)
     z_total = a["z_lengths"].sum(dtype=torch.int64)
     checks = DataChecks(op)
     if validation_enabled() and b > 0:
@@ -195,8 +239,26 @@ def _jagged_layout(
         total, lm, ln = checks.read_with([z_total])[0], 0, 0
     if total < 0:  # upstream's torch.empty raises a RuntimeError
         raise RuntimeError(f"{op}: argument 'z_lengths' sums to {total}: a negative output size")
-    if lm == 0 or ln == 0 or x.size(1) == 0 or total == 0:
-        return {}, total, lm, ln
+    return total, lm, ln
+
+
+def jagged_layout(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    a: dict[str, torch.Tensor],
+    mn: tuple[torch.Tensor, torch.Tensor],
+    total: int | None,
+    lm: int,
+    ln: int,
+) -> _Layout:
+    """The jagged op's padded operands for ``L_m``, ``L_n``: rows, masks, ``xp [B, L_m, D]``,
+    ``yp [B, L_n, D]`` and the output positions ({} when nothing is read or written)."""
+    nx, ny, d = x.size(0), y.size(0), x.size(1)
+    xo, yo, zo = a["x_offsets"], a["y_offsets"], a["z_offsets"]
+    m, n = mn
+    b = m.numel()
+    if lm == 0 or ln == 0 or d == 0 or total == 0 or b == 0 or nx == 0 or ny == 0:
+        return {}
     jm, jn = positions(lm, x.device), positions(ln, x.device)
     xpad, ypad = jm >= m[:, None], jn >= n[:, None]
     lay = {"xpad": xpad, "ypad": ypad}
@@ -204,27 +266,29 @@ def _jagged_layout(
     lay["yrows"] = (yo[:-1, None] + jn).clamp_(0, ny - 1)
     pos = zo[:-1, None, None] + (jm[:, None] * n[:, None, None] + jn)
     lay["zpad"] = xpad[:, :, None] | ypad[:, None, :]
-    lay["zrows"] = torch.where(lay["zpad"], total, pos).clamp_(0, total)
-    return lay, total, lm, ln
+    lay["zrows"] = _out_rows(lay["zpad"], pos, total)
+    xp = x.index_select(0, lay["xrows"].view(-1)).view(b, lm, d)
+    lay["xp"] = xp.masked_fill_(xpad[..., None], 0)
+    yp = y.index_select(0, lay["yrows"].view(-1)).view(b, ln, d)
+    lay["yp"] = yp.masked_fill_(ypad[..., None], 0)
+    return lay
 
 
-def _jagged_forward(
+def jagged_forward(
     x: torch.Tensor, y: torch.Tensor, a: dict[str, torch.Tensor]
 ) -> tuple[torch.Tensor, _Layout]:
-    lay, total, lm, ln = _jagged_layout(x, y, a)
+    """The jagged op's output and the padded layout it was computed on."""
+    mn = jagged_sizes(a)
+    total, lm, ln = _jagged_read(x, y, a, *mn)
     with allocation_of(JAGGED, f"the output of sum(z_lengths) = {total} values"):
+        lay = jagged_layout(x, y, a, mn, total, lm, ln)
         if not lay:
             return x.new_zeros(total), lay
-        b, d = lay["xpad"].size(0), x.size(1)
-        xp = x.index_select(0, lay["xrows"].view(-1)).view(b, lm, d)
-        lay["xp"] = xp.masked_fill_(lay["xpad"][..., None], 0)
-        yp = y.index_select(0, lay["yrows"].view(-1)).view(b, ln, d)
-        lay["yp"] = yp.masked_fill_(lay["ypad"][..., None], 0)
         prod = torch.bmm(lay["xp"], lay["yp"].transpose(1, 2))
         return scatter_rows(prod.reshape(-1, 1), lay["zrows"].view(-1), total).view(total), lay
 
 
-def _named(
+def named(
     x_lengths: object,
     x_offsets: object,
     y_lengths: object,
@@ -232,8 +296,15 @@ def _named(
     z_lengths: object,
     z_offsets: object,
 ) -> dict[str, object]:
-    return {"x_lengths": x_lengths, "x_offsets": x_offsets, "y_lengths": y_lengths,
-            "y_offsets": y_offsets, "z_lengths": z_lengths, "z_offsets": z_offsets}  # fmt: skip
+    """The lengths / offsets arguments by their schema names."""
+    return {
+        "x_lengths": x_lengths,
+        "x_offsets": x_offsets,
+        "y_lengths": y_lengths,
+        "y_offsets": y_offsets,
+        "z_lengths": z_lengths,
+        "z_offsets": z_offsets,
+    }
 
 
 def sll_array_jagged_bmm_npu(
@@ -242,8 +313,8 @@ def sll_array_jagged_bmm_npu(
     z_offsets: torch.Tensor, max_seq_len: int, allow_tf32: bool,
 ) -> torch.Tensor:  # fmt: skip
     """``[sum(z_lengths), D]``: each capped square block of ``x`` times its rows of ``y``."""
-    t = _named(x_lengths, x_offsets, y_lengths, y_offsets, z_lengths, z_offsets)
-    return _array_forward(*_array_args(x, y, t, max_seq_len))[0]
+    t = named(x_lengths, x_offsets, y_lengths, y_offsets, z_lengths, z_offsets)
+    return array_forward(*array_args(x, y, t, max_seq_len))[0]
 
 
 def sll_jagged_jagged_bmm_jagged_out_npu(
@@ -252,101 +323,6 @@ def sll_jagged_jagged_bmm_jagged_out_npu(
     z_offsets: torch.Tensor, max_seq_len: int, allow_tf32: bool,
 ) -> torch.Tensor:  # fmt: skip
     """``[sum(z_lengths)]``: each ``X_i Y_i^T``, flattened, at ``z_offsets[i]``."""
-    t = _named(x_lengths, x_offsets, y_lengths, y_offsets, z_lengths, z_offsets)
-    xv, yv, a, _ = _jagged_args(x, y, t, max_seq_len)
-    return _jagged_forward(xv, yv, a)[0]
-
-
-def _gathered(grad: torch.Tensor, rows: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
-    """``grad`` rows at ``rows`` (the spare row clamped) with the padding zeroed."""
-    flat = rows.reshape(-1).clamp(max=max(grad.size(0) - 1, 0))
-    g = grad.index_select(0, flat).view(*rows.shape, *grad.shape[1:])
-    return g.masked_fill_(pad.view(*pad.shape, *([1] * (grad.dim() - 1))), 0)
-
-
-class _Array(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, y, a, cap):  # type: ignore[override]
-        out, lay = _array_forward(x, y, a, cap)
-        ctx.shapes, ctx.lay = (x.shape, y.shape), lay
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        (xs, ys), lay = ctx.shapes, ctx.lay
-        gx, gy = grad.new_zeros(xs), grad.new_zeros(ys)
-        if lay and grad.size(0) > 0:
-            dz = _gathered(grad, lay["zrows"], lay["pad"])  # [B, L, D]
-            da = torch.bmm(dz, lay["yp"].transpose(1, 2)).masked_fill_(lay["xpad"], 0)
-            gx.index_add_(0, lay["xidx"].reshape(-1), da.reshape(-1))
-            dy = torch.bmm(lay["ap"].transpose(1, 2), dz).masked_fill_(lay["pad"][..., None], 0)
-            gy.index_add_(0, lay["yrows"].reshape(-1), dy.reshape(-1, ys[1]))
-        return gx, gy, None, None
-
-
-class _Jagged(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, y, a):  # type: ignore[override]
-        out, lay = _jagged_forward(x, y, a)
-        ctx.shapes, ctx.lay = (x.shape, y.shape), lay
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        (xs, ys), lay = ctx.shapes, ctx.lay
-        gx, gy = grad.new_zeros(xs), grad.new_zeros(ys)
-        if lay and grad.size(0) > 0:
-            dz = _gathered(grad, lay["zrows"], lay["zpad"])  # [B, L_m, L_n]
-            dx = torch.bmm(dz, lay["yp"]).masked_fill_(lay["xpad"][..., None], 0)
-            gx.index_add_(0, lay["xrows"].reshape(-1), dx.reshape(-1, xs[1]))
-            dy = torch.bmm(dz.transpose(1, 2), lay["xp"]).masked_fill_(lay["ypad"][..., None], 0)
-            gy.index_add_(0, lay["yrows"].reshape(-1), dy.reshape(-1, ys[1]))
-        return gx, gy, None
-
-
-def _array_autograd(
-    x: torch.Tensor, y: torch.Tensor, x_lengths: torch.Tensor, x_offsets: torch.Tensor,
-    y_lengths: torch.Tensor, y_offsets: torch.Tensor, z_lengths: torch.Tensor,
-    z_offsets: torch.Tensor, max_seq_len: int, allow_tf32: bool,
-) -> torch.Tensor:  # fmt: skip
-    t = _named(x_lengths, x_offsets, y_lengths, y_offsets, z_lengths, z_offsets)
-    if needs_grad(x, y):
-        return _Array.apply(*_array_args(x, y, t, max_seq_len))
-    return below_autograd(_F.sll_array_jagged_bmm_jagged_out, x, y, *t.values(), max_seq_len,
-                          allow_tf32)  # fmt: skip
-
-
-def _jagged_autograd(
-    x: torch.Tensor, y: torch.Tensor, x_lengths: torch.Tensor, x_offsets: torch.Tensor,
-    y_lengths: torch.Tensor, y_offsets: torch.Tensor, z_lengths: torch.Tensor,
-    z_offsets: torch.Tensor, max_seq_len: int, allow_tf32: bool,
-) -> torch.Tensor:  # fmt: skip
-    t = _named(x_lengths, x_offsets, y_lengths, y_offsets, z_lengths, z_offsets)
-    if needs_grad(x, y):
-        return _Jagged.apply(*_jagged_args(x, y, t, max_seq_len)[:3])
-    return below_autograd(_F.sll_jagged_jagged_bmm_jagged_out, x, y, *t.values(), max_seq_len,
-                          allow_tf32)  # fmt: skip
-
-
-def _array_meta(x: torch.Tensor, y: torch.Tensor, *args: object) -> torch.Tensor:
-    """Upstream has an AutogradMeta kernel only: the data-dependent ``sum(z_lengths)`` rows."""
-    return y.new_empty((dynamic_size(ARRAY, "sum(z_lengths)"), y.size(1)))
-
-
-def _jagged_meta(x: torch.Tensor, y: torch.Tensor, *args: object) -> torch.Tensor:
-    """Upstream has an AutogradMeta kernel only: the data-dependent ``sum(z_lengths)`` values."""
-    return x.new_empty((dynamic_size(JAGGED, "sum(z_lengths)"),))
-
-
-KERNELS = {
-    ARRAY: {
-        "PrivateUse1": sll_array_jagged_bmm_npu,
-        "AutogradPrivateUse1": _array_autograd,
-        "Meta": _array_meta,
-    },
-    JAGGED: {
-        "PrivateUse1": sll_jagged_jagged_bmm_jagged_out_npu,
-        "AutogradPrivateUse1": _jagged_autograd,
-        "Meta": _jagged_meta,
-    },
-}
+    t = named(x_lengths, x_offsets, y_lengths, y_offsets, z_lengths, z_offsets)
+    xv, yv, a, _ = jagged_args(x, y, t, max_seq_len)
+    return jagged_forward(xv, yv, a)[0]
