@@ -110,16 +110,19 @@ def slot_sources(
     bo: torch.Tensor, num_ads: int, tables: int, broadcast: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(s, b)``: ``s[t, a]`` the input slot of output slot ``(t, a)`` (``[T, NA]``, int64,
-    module docstring) and ``b[a]`` the request of ad ``a`` (int32, clamped to ``[0, B)``).
+    module docstring) and ``b[a]`` the request of ad ``a`` (int32, in ``[0, B)``).
     ``s`` is not clamped (the callers clamp it to their slot count); ``bo`` contiguous.
 
-    Launches: ``segment_ids`` (clamp, index_add, cumsum), ``clamp_`` of ``b``; then for the
-    request-major layout the gather of each ad's ``(bo[b], bo[b + 1])`` (an overlapping view of
-    ``bo``), ``sub`` (``n_b``), ``add`` (``base``), ``mul`` and ``add`` over ``[T, NA]``;
-    broadcast: one ``add`` (``t + T b``).
+    ``b`` counts the requests' starts ``bo[1 : B]`` at or below ``a`` (``segment_ids`` of
+    ``bo[:-1]``): in ``[0, B)`` whatever the data, and the same as of ``bo`` where ``bo[B] =
+    NA``, which no ad reaches; so broadcast ``s`` is in ``[0, B T)`` whatever the data.
+    Launches: ``segment_ids`` (clamp, index_add, cumsum); then for the request-major layout
+    the gather of each ad's ``(bo[b], bo[b + 1])`` (an overlapping view of ``bo``), ``sub``
+    (``n_b``), ``add`` (``base``), ``mul`` and ``add`` over ``[T, NA]``; broadcast: one
+    ``add`` (``t + T b``).
     """
     nb = bo.numel() - 1
-    b = segment_ids(bo, num_ads).clamp_(0, nb - 1)
+    b = segment_ids(bo[:-1], num_ads)
     t = arange_cached(tables, bo.device).view(-1, 1)  # int64: the products may pass 2**31
     if broadcast:
         return torch.add(t, b.view(1, -1), alpha=tables), b
@@ -183,8 +186,10 @@ def check_offsets(checks: DataChecks, name: str, c: torch.Tensor, values: int | 
     checks.add(c[-1], None, values, what)
 
 
-def source_spans(c: torch.Tensor, s: torch.Tensor, slots: int) -> torch.Tensor:
-    """``(C[s], C[s + 1])`` for each ``s`` (clamped to ``[0, slots)`` first, in place): an
-    overlapping view of ``C`` gathered (launches: ``clamp_``, ``index_select``)."""
+def source_spans(c: torch.Tensor, s: torch.Tensor, slots: int, clamp: bool) -> torch.Tensor:
+    """``(C[s], C[s + 1])`` for each ``s`` (``clamp``: clamped to ``[0, slots)`` first, in
+    place; broadcast slots need none): an overlapping view of ``C`` gathered (launches:
+    ``clamp_``, ``index_select``)."""
     spans = c.as_strided((slots, 2), (1, 1), c.storage_offset())
-    return spans.index_select(0, s.reshape(-1).clamp_(0, slots - 1)).view(*s.shape, 2)
+    index = s.reshape(-1).clamp_(0, slots - 1) if clamp else s.reshape(-1)
+    return spans.index_select(0, index).view(*s.shape, 2)

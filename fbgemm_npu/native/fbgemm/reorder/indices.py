@@ -93,12 +93,12 @@ def reorder_rows(
     ``n = (rows, the argument that sets it)``.
 
     ``layout = (NA, T, broadcast, OB)`` (``OB > NA``: padding slots, which read nothing);
-    ``base`` (cat: ``[B]``, subtracted from the source of each request's slots).  Launches: the
-    slot index (``_utils.slot_sources``: 9, broadcast 5), the source spans (``clamp_``,
-    ``index_select``; ``OB > NA``: ``zeros`` and a ``copy_``), ``base[b]`` (``index_select``),
-    the element index (``element_sources``: 7, ``base``: 8), ``clamp_``, ``index_select`` into
-    the output.  Checks (queued with the caller's ``checks``, if any): ``batch_offsets``, ``C``
-    (its range only without ``base``), ``R``.
+    ``base`` (cat: ``[B]``, subtracted from the source of each request's slots).  Launches:
+    the slot index (``_utils.slot_sources``: 8, broadcast 4), the source spans (``clamp_``
+    but broadcast, ``index_select``; ``OB > NA``: ``zeros`` and a ``copy_``), ``base[b]``
+    (``index_select``), the element index (``element_sources``: 6, ``base``: 7), ``clamp_``,
+    ``index_select`` into the output.  Checks (queued with the caller's ``checks``, if any):
+    ``batch_offsets``, ``C`` (its range only without ``base``), ``R``.
     """
     num_ads, tables, broadcast, ob = layout
     n, size_arg = n
@@ -119,7 +119,7 @@ def reorder_rows(
         check_batch_offsets(checks, bo, num_ads)
         check_offsets(checks, names[0], c, None if base is not None else rows)
         s, b = slot_sources(bo, num_ads, tables, broadcast)
-        spans = source_spans(c, s, c.numel() - 1)
+        spans = source_spans(c, s, c.numel() - 1, clamp=not broadcast)
         if ob > num_ads:
             padded = spans.new_zeros((tables, ob, 2))  # padding slots: empty sources
             padded[:, :num_ads].copy_(spans)

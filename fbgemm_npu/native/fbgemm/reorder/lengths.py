@@ -83,7 +83,8 @@ def reorder_batched_ad_lengths_npu(
     of ``_utils.slot_sources`` (clamped to the lengths), zeros past ``NA`` for
     ``max_batch_size``.
 
-    Launches: the slot index (request-major 9, broadcast 5), ``clamp_``, ``index_select``;
+    Launches: the slot index (request-major 8, broadcast 4), ``clamp_`` (not broadcast: its
+    slots are in range whatever the data), ``index_select``;
     ``max_batch_size > NA``: ``zeros`` and the ``copy_`` into it.  Checks (queued):
     ``batch_offsets`` non-decreasing from 0 to ``NA``.  Budgets: ``budgets.py``.
     """
@@ -101,7 +102,8 @@ def reorder_batched_ad_lengths_npu(
     size = "max_batch_size" if ob > num_ads_in_batch else "num_ads_in_batch"
     with allocation_of(op, f"the output of T * {ob} lengths (argument '{size}')"):
         s, _ = slot_sources(bo, num_ads_in_batch, tables, broadcast_lengths)
-        out = lens.index_select(0, s.view(-1).clamp_(0, lens.numel() - 1))
+        index = s.view(-1) if broadcast_lengths else s.view(-1).clamp_(0, lens.numel() - 1)
+        out = lens.index_select(0, index)  # broadcast slots are in range whatever the data
         if ob > num_ads_in_batch:
             full = lens.new_zeros((tables, ob))
             full[:, :num_ads_in_batch].copy_(out.view(tables, num_ads_in_batch))
