@@ -29,6 +29,7 @@ def _softmax(d: str) -> list[Sample]:
     return [
         ((_rand(6, 3, d=d, grad=True), o, 3), {}),
         ((_rand(6, 2, seed=1, d=d).half(), o.int(), 2), {"use_fbgemm_kernel": False}),
+        ((_rand(3, 6, seed=2, d=d).t(), o, 4), {}),  # transposed: the output is contiguous
     ]
 
 
@@ -67,7 +68,12 @@ def _multi_head(d: str) -> list[Sample]:
     o = _offsets(d)
     q, k = _rand(2, 6, 4, d=d, grad=True), _rand(2, 6, 4, seed=1, d=d, grad=True)
     v = _rand(2, 6, 4, seed=2, d=d, grad=True)
-    return [((q, k, v, o, 2), {}), ((q.detach(), k.detach(), v.detach(), o, 4), {})]
+    permuted = _rand(6, 2, 4, seed=3, d=d).permute(1, 0, 2)  # the output is contiguous
+    return [
+        ((q, k, v, o, 2), {}),
+        ((q.detach(), k.detach(), v.detach(), o, 4), {}),
+        ((permuted, k.detach(), v.detach(), o, 3), {}),
+    ]
 
 
 BUILDERS: dict[str, Callable[[str], list[Sample]]] = {

@@ -226,7 +226,7 @@ def _multi_meta(
     allow_tf32: bool = True,
 ) -> torch.Tensor:
     """Upstream registers no kernel but Triton's: its ``zeros_like(q)`` shape."""
-    return torch.empty_like(q_weights)
+    return q_weights.new_empty(q_weights.shape)  # contiguous, as ours
 
 
 KERNELS = {

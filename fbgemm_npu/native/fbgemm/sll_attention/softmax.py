@@ -150,7 +150,7 @@ def _softmax_meta(
     x: torch.Tensor, x_offsets: torch.Tensor, max_seq_len: int, use_fbgemm_kernel: bool = True
 ) -> torch.Tensor:
     """Upstream registers no Meta kernel: the shape of its CPU kernel's."""
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)  # contiguous, as ours
 
 
 # ---------------------------------------------------------------- sll_jagged2_softmax
@@ -290,7 +290,7 @@ def _softmax2_meta(
     transpose: bool,
 ) -> torch.Tensor:
     """Upstream registers only an AutogradMeta kernel (no Meta): ``x``'s shape."""
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)  # contiguous, as ours
 
 
 KERNELS = {
