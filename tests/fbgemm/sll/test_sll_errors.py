@@ -81,6 +81,13 @@ CASES = [
      "x_seq_lengths", RuntimeError),
     ("sll_jagged_dense_elementwise_mul_jagged_out", "y too small", _set(1, lambda t: t[:2, :2]),
      "y", RuntimeError),
+    # values upstream leaves uninitialised (torch.empty): refused, not filled with our zeros
+    ("sll_jagged_dense_elementwise_mul_jagged_out", "x past the blocks",
+     _set(0, lambda t: torch.cat([t, t[:1]])), "x_offsets", RuntimeError),
+    ("sll_jagged_self_substraction_jagged_out", "offsets_b[-1] past the blocks",
+     _set(2, lambda t: torch.cat([t, t[-1:] + 4])), "offsets_b", ValueError),
+    ("sll_jagged_jagged_bmm_jagged_out", "z_lengths past the blocks", _set(6, lambda t: t + 1),
+     "z_offsets", ValueError),
     ("sll_dense_jagged_cat_jagged_out", "a 2-D", _set(0, lambda t: t[:, None]), "a", ValueError),
     ("sll_dense_jagged_cat_jagged_out", "a short", _set(0, lambda t: t[:-1]), "a", ValueError),
     ("sll_dense_jagged_cat_jagged_out", "dtypes", _set(1, lambda t: t.half()), "b", ValueError),

@@ -26,9 +26,10 @@ BUDGETS: dict[str, Budget] = {
     # segment ids (clamp, index_add, cumsum, clamp), the length and start gathers, q, r, c
     # (sub, clamp, floor div, mul, sub), the in-block test (ge, mul, lt, and), y's index (two
     # clamps, index), the product and the outside zeroed (zeros, where); int32: the lengths'
-    # cast; checks: offsets' range and order, lengths >= 0, block sizes, lengths within y
+    # cast; checks: offsets from 0 to x.numel() in order, lengths >= 0, block sizes, lengths
+    # within y
     "fbgemm::sll_jagged_dense_elementwise_mul_jagged_out": Budget(
-        launches=21, checks=14, ai_cpu=0, paths={"int32": 22}, path_checks={"int32": 15}
+        launches=21, checks=11, ai_cpu=0, paths={"int32": 22}, path_checks={"int32": 12}
     ),
     # cat_sub.py: c_offsets (add), zeros, a's positions (clamp, index_copy_), b's segment ids
     # (clamp, index_add, cumsum), positions (add, clamp), index_copy_; checks: start, end, order

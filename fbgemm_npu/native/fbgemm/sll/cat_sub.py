@@ -58,8 +58,9 @@ _CAT_CHECK = (
     "has a.numel() + b.numel() values)"
 )
 _SUB_CHECK = (
-    "arguments 'offsets_a' / 'offsets_b': every offset must lie in [0, rows] (a.numel() for "
-    "offsets_a, offsets_b[-1] for offsets_b), offsets_b never decrease, and each block "
+    "arguments 'offsets_a' / 'offsets_b': offsets_a must lie in [0, a.numel()], offsets_b run "
+    "from 0 to offsets_b[-1] without decreasing (upstream leaves values outside the blocks "
+    "uninitialised), and each block "
     "offsets_b[i + 1] - offsets_b[i] hold exactly (n_i - 1)**2 values, n_i = offsets_a[i + 1] - "
     "offsets_a[i] (0 for n_i <= 1)"
 )
@@ -142,9 +143,9 @@ def sll_self_substraction_npu(
     last = ob_all[-1]
     n = (oa[1:] - oa[:-1]).clamp_(min=0).to(torch.int64)
     checks = DataChecks(op)
-    if validation_enabled() and b > 0:
+    if validation_enabled():  # B = 0 too: nothing may be left unwritten
         m = (n - 1).clamp_(min=0)
-        bad = [outside(oa, s), ob < 0, ob > last, ob[:-1] > ob[1:]]
+        bad = [outside(oa, s), ob[:1] != 0, ob[-1:] != last, ob[:-1] > ob[1:]]
         bad.append((ob[1:] - ob[:-1]) != m * m)
         flat = torch.cat([t.reshape(-1) for t in bad])
         checks.require(flat.any().logical_not_(), _SUB_CHECK)

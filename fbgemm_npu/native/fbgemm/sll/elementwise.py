@@ -19,7 +19,8 @@ q % L_i]``.  ``y``: float32 / float16 / bfloat16 / bool (upstream's own flash at
 a bool mask); the product is formed in the promoted dtype, as upstream's.  Autograd as
 upstream's: ``grad_x`` is the same op on ``grad``, ``y`` gets none.  The queued data check:
 offsets in ``[0, x.numel()]`` and non-decreasing, lengths ``>= 0``, blocks of exactly ``L_i^2``
-elements (upstream's ``view`` raises otherwise), ``L_i`` within ``y`` (upstream's broadcast
+elements tiling ``x`` (upstream's ``view`` raises otherwise, or leaves the values between
+blocks uninitialised), ``L_i`` within ``y`` (upstream's broadcast
 raises otherwise).  No sync.  Launches: ``BUDGETS`` in ``budgets.py``.
 """
 
@@ -39,7 +40,6 @@ from fbgemm_npu.native.fbgemm.sll._utils import (
     host_int,
     lengths_arg,
     offsets_arg,
-    outside,
 )
 
 __all__ = ["KERNELS", "sll_jagged_dense_elementwise_add_npu", "sll_jagged_dense_mul_npu"]
@@ -48,9 +48,10 @@ _F = torch.ops.fbgemm
 ADD = "fbgemm::sll_jagged_dense_elementwise_add"
 MUL = "fbgemm::sll_jagged_dense_elementwise_mul_jagged_out"
 _MUL_CHECK = (
-    "arguments 'x_offsets' / 'x_seq_lengths' / 'y': every offset must lie in [0, x.numel()] "
-    "and never decrease, every length be >= 0 with a block of exactly length**2 elements "
-    "(x_offsets[i + 1] - x_offsets[i]), and no length exceed a dim of 'y' that is not 1"
+    "arguments 'x_offsets' / 'x_seq_lengths' / 'y': the offsets must run from 0 to x.numel() "
+    "without decreasing, every length be >= 0 with a block of exactly length**2 elements "
+    "(x_offsets[i + 1] - x_offsets[i]; upstream leaves values outside the blocks "
+    "uninitialised), and no length exceed a dim of 'y' that is not 1"
 )
 
 
@@ -137,19 +138,18 @@ def _mul_args(
 def mul_blocks(x: torch.Tensor, y: torch.Tensor, n: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
     """The blocks of ``x`` times ``y`` (arguments checked; ``o`` has ``B + 1`` entries)."""
     s, b = x.numel(), n.numel()
-    if s == 0 or b == 0 or y.numel() == 0:
-        if validation_enabled() and b > 0:  # a block would read y outside
-            assert_none_bad(MUL, [n > 0], _MUL_CHECK)
-        return torch.zeros_like(x)
-    dev = x.device
     if validation_enabled():
         sizes = o[1:] - o[:-1]
         n64 = n.to(torch.int64)
-        bad = [outside(o, s), o[:-1] > o[1:], n < 0, (n64 > 0) & (sizes != n64 * n64)]
-        lim = min(d for d in y.shape if d != 1) if any(d != 1 for d in y.shape) else None
-        if lim is not None:
-            bad.append(n > lim)
+        bad = [o[:1] != 0, o[-1:] != s, o[:-1] > o[1:], n < 0, sizes != n64 * n64]
+        if y.numel() == 0:  # a block would read y outside
+            bad.append(n > 0)
+        elif any(d != 1 for d in y.shape):  # a dim of 1 broadcasts
+            bad.append(n > min(d for d in y.shape if d != 1))
         assert_none_bad(MUL, bad, _MUL_CHECK)
+    if s == 0 or b == 0 or y.numel() == 0:
+        return torch.zeros_like(x)
+    dev = x.device
     seg = segment_ids(o, s).clamp_(max=b - 1)  # positions past o[B] fail the q < L * L test
     length = n.index_select(0, seg).to(torch.int64)
     q = arange_cached(s, dev) - o.index_select(0, seg)

@@ -77,8 +77,9 @@ _ARRAY_CHECK = (
     "(sum(z_lengths) rows) without the output blocks overlapping"
 )
 _JAGGED_CHECK = (
-    "arguments 'x_offsets' / 'y_offsets' / 'z_offsets': every offset must lie in [0, rows] "
-    "(x.size(0), y.size(0), sum(z_lengths)), z_offsets never decrease, and each z block "
+    "arguments 'x_offsets' / 'y_offsets' / 'z_offsets': x and y offsets must lie in [0, rows], "
+    "z_offsets run from 0 to sum(z_lengths) without decreasing (upstream leaves values "
+    "outside the blocks uninitialised), and each z block "
     "z_offsets[i + 1] - z_offsets[i] hold exactly M_i * N_i values (the rows of x and y "
     "between their offsets)"
 )
@@ -228,8 +229,9 @@ def _jagged_read(
     b = xo.numel() - 1
     z_total = a["z_lengths"].sum(dtype=torch.int64)
     checks = DataChecks(op)
-    if validation_enabled() and b > 0:
-        bad = [outside(xo, nx), outside(yo, ny), zo < 0, zo > z_total, zo[:-1] > zo[1:]]
+    if validation_enabled():  # B = 0 too: nothing may be left unwritten
+        bad = [outside(xo, nx), outside(yo, ny), zo[:1] != 0, zo[-1:] != z_total]
+        bad.append(zo[:-1] > zo[1:])
         bad.append((zo[1:] - zo[:-1]) != m * n)
         flat = torch.cat([t.reshape(-1) for t in bad])
         checks.require(flat.any().logical_not_(), _JAGGED_CHECK)
