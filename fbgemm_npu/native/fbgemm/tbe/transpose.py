@@ -2,7 +2,7 @@
 
 Upstream's CPU build has the schema and no kernel (CUDA only:
 ``src/split_embeddings_utils/transpose_embedding_input.cu``); this is that kernel's math, held
-by a reference written from it (``fbgemm_npu/testing/tbe_transpose_reference.py``).
+by a reference written from it (``fbgemm_npu/testing/tbe_utils_reference.py``).
 
 Math, for the ``L`` indices (``T = hash_size_cumsum.numel() - 1`` features; ``p`` an index's
 position, ``k`` its bag, ``offsets[k] <= p < offsets[k + 1]``):
