@@ -62,6 +62,7 @@ CASES = [
     ("sll_jagged_dense_bmm", "offsets past", _set(2, lambda t: t + 50), "x_offsets",
      RuntimeError),
     ("sll_jagged_dense_bmm", "x None", _set(0, None), "x", ValueError),
+    ("sll_jagged_dense_bmm", "N past int32", _set(3, 2**31), "N", ValueError),
     ("sll_jagged_jagged_bmm", "y 3-D", _set(1, lambda t: t[None]), "y", ValueError),
     ("sll_jagged_jagged_bmm", "offsets 2-D", _set(2, lambda t: t[None]), "x_offsets", ValueError),
     ("sll_jagged_jagged_bmm", "offsets negative", _bump_first(2, -3), "x_offsets", RuntimeError),
@@ -148,6 +149,16 @@ def test_a_failed_check_is_memory_safe_until_read() -> None:
         getattr(F, op)(*args)
         with pytest.raises(RuntimeError, match=op):
             fbgemm_npu.check()
+
+
+def test_a_huge_n_pads_no_more_than_the_rows() -> None:
+    """``N`` far past every sequence: the padding is bounded by the rows (no allocation of
+    ``B * N``), the result upstream's."""
+    for op in ("sll_jagged_dense_bmm", "sll_jagged_jagged_bmm"):
+        args = list(sll_args(op, 3, 3, 2))
+        args[3] = 2**31 - 1 if op == "sll_jagged_dense_bmm" else 2**50
+        want = getattr(F, op)(*args)
+        torch.testing.assert_close(getattr(F, op)(*move(tuple(args), NPU)).cpu(), want)
 
 
 def test_empty_batch_cat_raises_upstreams_class() -> None:

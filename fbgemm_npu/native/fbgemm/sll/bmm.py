@@ -15,7 +15,7 @@ sized to its own input's rows: upstream's fails when ``x`` and ``y`` differ in r
 Dtypes: float32, float16, bfloat16, one for both (upstream's kernels refuse the rest); offsets
 int32 or int64.
 
-How: the ``[B, N]`` dense index of the jagged family (add, ge, the rows' clamp), one
+How: the ``[B, min(N, rows)]`` dense index of the jagged family (add, ge, the rows' clamp), one
 ``index_select`` per jagged input with its padding zeroed (a non-finite value upstream never
 reads cannot reach a sum), one ``bmm``; ``sll_jagged_dense_bmm`` scatters the ``[B, N, T]``
 products back into ``rows + 1`` zero rows (where, remainder, zeros, ``index_copy_``).  No loop,
@@ -28,7 +28,12 @@ from __future__ import annotations
 import torch
 
 from fbgemm_npu.native._autograd import below_autograd, needs_grad
-from fbgemm_npu.native._checks import check_same_device, check_same_dtype, validation_enabled
+from fbgemm_npu.native._checks import (
+    allocation_of,
+    check_same_device,
+    check_same_dtype,
+    validation_enabled,
+)
 from fbgemm_npu.native.fbgemm.jagged._utils import (
     READ_CHECK,
     assert_no_bad,
@@ -76,8 +81,10 @@ def jagged_dense(
     b, n, t = o.numel() - 1, x.size(0), y.size(2)
     if b == 0 or n == 0 or t == 0 or length == 0:
         return x.new_zeros((n, t))
-    (gx,), pad, rows = _gather(op, o, length, [x], True)
-    prod = torch.bmm(gx, y)
+    length = min(length, n)  # no sequence of valid offsets is longer: padding bounded by the rows
+    with allocation_of(op, f"the padded [B, N] = [{b}, {length}] rows of argument 'N'"):
+        (gx,), pad, rows = _gather(op, o, length, [x], True)
+        prod = torch.bmm(gx, y)
     out_rows = write_rows(rows, pad, n, None)  # padding positions at the spare row n
     return scatter_rows(prod.view(b * length, t), out_rows.view(-1), n)
 
@@ -93,7 +100,9 @@ def jagged_jagged(
         if validation_enabled():
             assert_no_bad(op, [o[1:] > o[:-1]], f"argument 'x_offsets': {READ_CHECK}")
         return x.new_zeros((b, d, t))
-    (gx, gy), _, _ = _gather(op, o, length, [x, y], False)
+    length = min(length, x.size(0), y.size(0))  # the longest sequence valid offsets allow
+    with allocation_of(op, f"the padded [B, N] = [{b}, {length}] rows of argument 'N'"):
+        (gx, gy), _, _ = _gather(op, o, length, [x, y], False)
     return torch.bmm(gx.transpose(1, 2), gy)
 
 
@@ -103,6 +112,8 @@ def _dense_checked(
     op = JD
     xv, yd = checked(op, "x", x, 2), checked(op, "y", y, 3)
     o, length = _args(op, xv, x_offsets, n)
+    if length >= 2**31:  # upstream's jagged_dense_bmm reads it as a 32-bit int (wraps)
+        raise ValueError(f"{op}: argument 'N' must be below 2**31, got {n}")
     check_same_dtype(op, x=xv, y=yd)
     check_same_device(op, x=xv, y=yd, x_offsets=o)
     if yd.size(0) != o.numel() - 1 or yd.size(1) != xv.size(1):
