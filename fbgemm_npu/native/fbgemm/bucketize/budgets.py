@@ -134,4 +134,33 @@ BUDGETS: dict[str, Budget] = {
             _UNIFORM_EVERY: 20,
         },
     ),
+    # Rows (cumsum, clamp, index_add, cumsum), the bucket's clamp, the key, the stable order
+    # (float32 cast + sort; past 2**24 keys one float sort per 24-bit digit: remainder,
+    # floor_divide, two casts, two sorts, two gathers, and fresh zeros for the counts), the
+    # positions (index_copy_), the counts (int32 index_add), sub, cumsum, sub, gather, add; an
+    # int32 bucket_mapping adds the cast back.  Checks: amin and sum of the lengths, aminmax of
+    # the buckets, the queued check (stack, upload, clamp, eq, all).  AI CPU 0.
+    "fbgemm::populate_bucketized_permute": Budget(
+        15,
+        checks=8,
+        ai_cpu=0,
+        paths={"int32 bucket_mapping": 16, "more than 2**24 keys": 22},
+    ),
+    # stack, cumsum, segment ids (clamp, index_add, cumsum), remainder, eq; checks: aminmax,
+    # the int64 sum, the queued check.  No sync (output_size is given).
+    "fbgemm::get_source_mask": Budget(7, checks=7, ai_cpu=0),
+    # The stable order (float32 cast + sort; max_indices >= 2**24: a second 24-bit digit pass,
+    # 6 more), the sorted values' gather, the run starts (fill_, ne), cumsum, index_put into
+    # cached zeros, the length's add, the counts' index_add (compute_count); checks: aminmax
+    # and the queued check.  No integer sort, no unique (AI CPU on a 910B), no sync.
+    "fbgemm::get_unique_indices": Budget(
+        9, checks=6, ai_cpu=0, paths={"no count": 8, "max_indices >= 2**24": 15}
+    ),
+    # As get_unique_indices, the positions one int32 cast of the order more.
+    "fbgemm::get_unique_indices_with_inverse": Budget(
+        10,
+        checks=6,
+        ai_cpu=0,
+        paths={"no count, no inverse": 8, "max_indices >= 2**24": 16},
+    ),
 }
