@@ -119,7 +119,7 @@ ALLOWED = {  # the dtypes an argument may have, its partners' unchanged
     ("lengths", "cat_ad_lengths"): VALUES,
     ("lengths", "batch_offsets"): INDEX,
     ("indices", "cat_ad_indices"): VALUES,
-    ("sequence", "cat_sequence_embeddings"): FLOATS,
+    ("sequence", "cat_sequence_embeddings"): (*FLOATS, torch.uint8),  # uint8: as upstream CUDA
 }
 
 

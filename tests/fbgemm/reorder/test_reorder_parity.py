@@ -109,6 +109,18 @@ def test_sequence_embeddings(shape: str, dtype: torch.dtype, offsets: torch.dtyp
     _equal(got, want, expected_rows(b))
 
 
+def test_sequence_embeddings_uint8_as_upstream_cuda() -> None:
+    """uint8 rows, which upstream's CUDA kernel takes and its CPU kernel refuses: the Python
+    reference, and upstream on the same rows widened to float32."""
+    b = make_batch([3, 0, 2], 3, seed=10, values_dtype=torch.float32, dim=5)
+    rows = (b.values.abs() * 40).to(torch.uint8)
+    args = (b.offsets, rows, b.reordered, b.batch_offsets)
+    got = F.reorder_batched_sequence_embeddings(*_npu(*args), b.num_ads)
+    wide = F.reorder_batched_sequence_embeddings(b.offsets, rows.float(), *args[2:], b.num_ads)
+    b.values = rows
+    _equal(got, wide.to(torch.uint8), expected_rows(b))
+
+
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("broadcast", [False, True])
 @pytest.mark.parametrize("dtype", [torch.int64, torch.float16])

@@ -38,6 +38,7 @@ from fbgemm_npu.native._index import arange_cached, segment_ids
 
 __all__ = [
     "ALL_TYPES",
+    "EMBEDDING_TYPES",
     "FLOAT_TYPES",
     "INDEX_TYPES",
     "batch_count",
@@ -55,6 +56,9 @@ __all__ = [
 # types are refused by every op of the family)
 ALL_TYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64)
 FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
+# sequence embeddings: upstream's CUDA kernel takes uint8 rows too (FLOATING_TYPES_AND Byte; the
+# CPU kernel does not): a drop-in for the CUDA build serves them
+EMBEDDING_TYPES = (*FLOAT_TYPES, torch.uint8)
 INDEX_TYPES = (torch.int32, torch.int64)
 
 

@@ -14,10 +14,11 @@ One gather by ``_utils.element_sources``; no sync (the output size is ``values``
 ``num_indices_after_broadcast``).  Dtypes as upstream's CPU kernels (fbgemm-gpu-cpu 1.8.0):
 offsets int32 or int64 (``C`` and ``R`` alike), ``batch_offsets`` int32 (indices) or the offsets'
 dtype (embeddings), indices float32, float16, bfloat16, int32, int64, embeddings 2-D float32,
-float16, bfloat16.  Upstream reads memory flat and trusts every offset (out-of-range offsets read
-or write outside its buffers); ours checks them (queued: ``R`` from 0 to the output size, each
-slot as long as its source, ``C`` non-decreasing in the values, ``batch_offsets`` from 0 to
-``NA``) and clamps its gathers.  Launches: ``budgets.py``.
+float16, bfloat16 and, as upstream's CUDA kernel (not its CPU one), uint8.  Upstream reads
+memory flat and trusts every offset (out-of-range offsets read or write outside its buffers);
+ours checks them (queued: ``R`` from 0 to the output size, each slot as long as its source,
+``C`` non-decreasing in the values, ``batch_offsets`` from 0 to ``NA``) and clamps its
+gathers.  Launches: ``budgets.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 from fbgemm_npu.native._checks import DataChecks, allocation_of
 from fbgemm_npu.native.fbgemm.reorder._utils import (
     ALL_TYPES,
-    FLOAT_TYPES,
+    EMBEDDING_TYPES,
     INDEX_TYPES,
     batch_count,
     check_batch_offsets,
@@ -217,7 +218,7 @@ def _sequence_layout(
             f"{op}: argument 'cat_sequence_embeddings' must be 2-D, got a {embeddings.dim()}-D "
             f"tensor of shape {tuple(embeddings.shape)}"
         )
-    refuse_dtype(op, "cat_sequence_embeddings", embeddings, FLOAT_TYPES, NotImplementedError)
+    refuse_dtype(op, "cat_sequence_embeddings", embeddings, EMBEDDING_TYPES, NotImplementedError)
     refuse_dtype(op, SEQ_NAMES[0], offsets[0], INDEX_TYPES, NotImplementedError)
     refuse_dtype(op, "batch_offsets", batch_offsets, (offsets[0].dtype,))
     batches = batch_count(op, batch_offsets, num_items_in_batch)
