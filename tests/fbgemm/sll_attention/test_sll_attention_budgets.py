@@ -5,7 +5,8 @@ Each op is measured at two sizes, with the data checks off and on: the count mus
 table's exactly whatever the size, the AI-CPU count too (0).  Paths: ``pad_bias`` (dense flash
 attention with fewer bias rows than ``max_seq_len``: one ``F.pad``), ``cast`` (its ``k`` / ``v``
 / ``attn_bias`` in another dtype than ``q``: one cast each), ``use_mask`` (the basic
-attention's causal mask), ``int64_values`` (jagged2_to_padded_dense's padding by ``where``).
+attention's causal mask), ``int64_values`` (jagged2_to_padded_dense's padding by
+``where``), ``int32_offsets`` (jagged2_softmax's square check in int64).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ CASES = [
     (SOFTMAX, None, torch.bfloat16),
     (SOFTMAX2, None, torch.float32),
     (SOFTMAX2, None, torch.float16),
+    (SOFTMAX2, "int32_offsets", torch.float32),
     (PADDED, None, torch.float32),
     (PADDED, "int64_values", torch.int64),
     (DENSE, None, torch.float32),
@@ -63,6 +65,8 @@ def _call(qualname: str, path: str | None, b: int, dtype: torch.dtype) -> Callab
     ot, e = squares.to(NPU), int(squares[-1])
     if qualname == SOFTMAX2:
         x = rand(e)
+        if path == "int32_offsets":
+            o, ot = o.int(), ot.int()
         return lambda: F.sll_jagged2_softmax(x, o, ot, M, False)
     if qualname == PADDED:
         vals = torch.randint(-5, 5, (e,), generator=g).to(dtype).to(NPU)

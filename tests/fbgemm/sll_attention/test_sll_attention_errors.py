@@ -58,6 +58,12 @@ BAD: dict[str, tuple[Callable[..., Any], tuple, str, bool]] = {
         "offsets_total",
         True,
     ),
+    "jagged2 n_b**2 wraps int32": (  # 65536**2 is 0 in int32
+        F.sll_jagged2_softmax,
+        (_r(4), *(torch.tensor(v, dtype=torch.int32) for v in ([0, 65536], [0, 0])), 70000, False),
+        "offsets_total",
+        True,
+    ),
     "jagged2 short offsets": (
         F.sll_jagged2_softmax,
         (_r(13), OFF[:3], OT, 3, False),

@@ -101,6 +101,10 @@ def _padded_grad_inputs(draw: st.DrawFn) -> dict[str, Any]:
     return kw
 
 
+def _square_budget(offsets: torch.Tensor, **_: Any) -> BudgetUse:
+    return BudgetUse(path="int32_offsets" if offsets.dtype == torch.int32 else None)
+
+
 def _padded_budget(values: Any, **_: Any) -> BudgetUse:
     t = values if isinstance(values, torch.Tensor) else values.view(values.base)
     return BudgetUse(path="int64_values" if t.dtype == torch.int64 else None)
@@ -160,7 +164,7 @@ SPECS = [
         F.sll_jagged2_softmax,
         _square_inputs(),
         ROUNDING,
-        BudgetUse(),
+        _square_budget,
         backward=True,
         grad_inputs=("x",),
         examples=SQUARE_EXAMPLES,

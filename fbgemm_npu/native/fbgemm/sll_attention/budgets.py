@@ -15,8 +15,14 @@ BUDGETS: dict[str, Budget] = {
     # the sizes (sub), the square index (mul, add, add, ge, logical_or), where, remainder,
     # clamp_, index_select, masked_fill_, softmax, the scatter (zero_, index_put_); checks: both
     # offsets' int32 range, 0 <= n_b <= M (lt, gt, or), the square steps (sub, mul, ne), the end
-    # inside x (gt), cat / any / not
-    "fbgemm::sll_jagged2_softmax": Budget(launches=14, checks=12, ai_cpu=0),
+    # inside x (gt), cat / any / not; int32_offsets: n_b**2 in int64 (a cast more)
+    "fbgemm::sll_jagged2_softmax": Budget(
+        launches=14,
+        checks=12,
+        ai_cpu=0,
+        paths={"int32_offsets": 14},
+        path_checks={"int32_offsets": 13},
+    ),
     # sub, float cast, sqrt_, round_, int64 cast (n_b), the square index (5), where, remainder,
     # clamp_, index_select, masked_fill_ (int64 values: where and its scalar: int64
     # masked_fill_ is AI CPU); checks: int32 range, lt, mul / ne (a square), gt (n_b <= M), gt

@@ -181,7 +181,8 @@ def _sizes(o: torch.Tensor, ot: torch.Tensor, length: int, e: int, checks: bool)
             int32_bad(o),
             int32_bad(ot),
             (sizes < 0) | (sizes > length),
-            (ot[1:] - ot[:-1]) != sizes * sizes,
+            # n_b**2 in int64 (no launch for int64 offsets): int32's would wrap past 46340
+            (ot[1:] - ot[:-1]) != sizes * sizes.long(),
             ot[1:] > e,
         ]
         assert_no_bad(SOFTMAX2, bad, _SQUARE_CHECK)
