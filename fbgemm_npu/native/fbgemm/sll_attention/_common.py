@@ -2,15 +2,17 @@
 square (``[B, M, M]``) index of the jagged2 layouts.
 
 Two jagged layouts meet here.  A row jagged tensor ``x [N, ...]`` with ``offsets [B + 1]``
-(``len_b = offsets[b + 1] - offsets[b]``) is padded to ``[B, M, ...]`` (``M = max_seq_len``) by
+(``len_b = offsets[b + 1] - offsets[b]``) is padded to ``[B, M, ...]`` by
 the jagged family's dense index (:func:`row_index`: add, ge, clamp).  A jagged2 tensor ``x
 [sum_b n_b**2]`` holds one ``n_b x n_b`` matrix per batch row, row-major from ``x_offsets[b]``;
 :func:`square_index` builds its ``[B, M, M]`` positions ``x_offsets[b] + i * n_b + j`` (valid
 where ``i, j < n_b``): an int64 ``mul``, two ``add`` s, a ``ge`` and a ``logical_or``, no loop.
 
-Every gather reads clamped positions and every scatter writes padding to a spare slot (the
-jagged family's :func:`read_rows` / :func:`write_rows`), so a call whose queued data check
-fails stays memory-safe until the check is read.
+``M`` is :func:`padded`: ``max_seq_len``, capped by the rows the inputs can hold, so a
+generous ``max_seq_len`` costs no memory.  Every gather reads clamped positions and every
+scatter writes padding to a spare slot (the jagged family's :func:`read_rows` /
+:func:`write_rows`), so a call whose queued data check fails stays memory-safe until the
+check is read.
 """
 
 from __future__ import annotations

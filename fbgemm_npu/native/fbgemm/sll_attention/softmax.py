@@ -19,7 +19,8 @@ CPU kernel softmaxes the whole ``n_b x n_b`` matrix whatever ``max_seq_len`` say
 kernel only its first ``max_seq_len`` rows / columns); ours pads to ``max_seq_len`` and so
 refuses ``n_b > max_seq_len`` by a queued data check naming it, rather than pick one.
 
-How (both): pad to ``[B, M, (M | D)]`` by one gather of clamped positions, ``-inf`` at the
+How (both): pad to ``[B, M, (M | D)]`` (``M``: ``max_seq_len`` capped by the rows the input
+can hold: ``_common.padded``) by one gather of clamped positions, ``-inf`` at the
 padding, ``softmax``, scatter into one spare slot more than the output (an all-padding row's
 NaN lands there); the backward gathers ``g`` and ``y`` alike, zeroes the padding products (a
 non-finite ``g`` upstream never reads cannot leak in) and scatters ``y * (g - sum)``.  No host
