@@ -88,3 +88,11 @@ def test_unique_all_equal_and_all_distinct() -> None:
     for v in (torch.full((50,), 7), torch.randperm(64)):
         want = F.get_unique_indices_with_inverse(v, 100, True, True)
         _same(want, F.get_unique_indices_with_inverse(v.to(NPU), 100, True, True))
+
+
+def test_populate_empty_mapping_whatever_the_sizes() -> None:
+    """Upstream returns an empty result for an empty ``bucket_mapping`` even where the other
+    sizes disagree (no index to place)."""
+    args = (torch.tensor([0, 0]), torch.zeros(3, dtype=I64), torch.zeros(0, dtype=I32))
+    want = F.populate_bucketized_permute(*args)
+    _same(want, F.populate_bucketized_permute(*(t.to(NPU) for t in args)))

@@ -51,7 +51,8 @@ POPULATE = "fbgemm::populate_bucketized_permute"
 def _check(
     op: str, lengths: torch.Tensor, bucketized_lengths: torch.Tensor, bucket_mapping: torch.Tensor
 ) -> int:
-    """Metadata checks; returns ``my_size``."""
+    """Metadata checks; returns ``my_size`` (0 for an empty ``bucket_mapping``, which upstream
+    returns empty whatever the other sizes)."""
     for arg, t in (
         ("lengths", lengths),
         ("bucketized_lengths", bucketized_lengths),
@@ -64,20 +65,20 @@ def _check(
     )
     check_same_dtype(op, lengths=lengths, bucketized_lengths=bucketized_lengths)
     rows, n = lengths.numel(), bucket_mapping.numel()
-    if rows == 0:
-        if n > 0:
-            raise ValueError(
-                f"{op}: argument 'bucket_mapping' must have sum(lengths) = 0 elements with no "
-                f"rows in 'lengths', got {n}"
-            )
+    if n == 0:  # nothing to place: upstream returns an empty result whatever the sizes
         return 0
+    if rows == 0:
+        raise ValueError(
+            f"{op}: argument 'bucket_mapping' must have sum(lengths) = 0 elements with no "
+            f"rows in 'lengths', got {n}"
+        )
     if bucketized_lengths.numel() % rows != 0:
         raise ValueError(
             f"{op}: argument 'bucketized_lengths' must have my_size * lengths.numel() elements, "
             f"a multiple of {rows}, got {bucketized_lengths.numel()}"
         )
     my_size = bucketized_lengths.numel() // rows
-    if my_size == 0 and n > 0:
+    if my_size == 0:
         raise ValueError(
             f"{op}: argument 'bucketized_lengths' is empty, so no bucket of 'bucket_mapping' "
             "is valid"
