@@ -20,10 +20,10 @@ table's own or ones, and the weights output is empty when no table has weights.
 Where upstream writes outside its buffers or fails we refuse by name: empty offsets
 (``tbe_input_combine`` reads ``o_i[-1]``, an IndexError, unless an earlier table is padded; with
 the flag set it then writes past its buffer), a trimmed table whose last offset is negative or
-past its indices, and for the padding op ``s_i`` outside ``[1, B + 1]``.  One deviation: upstream keeps every index of a trimmed
-table whose last offset is 0 (its ``k_i > 0`` test) while counting none of them in the offsets;
-ours trims it to 0 like any other (its indices are all padding), so the offsets, indices and
-weights stay aligned.
+past its indices, and for the padding op ``s_i`` outside ``[1, B + 1]``.  One deviation:
+upstream keeps every index of a trimmed table whose last offset is 0 (its ``k_i > 0`` test)
+while counting none of them in the offsets; ours trims it to 0 like any other (its indices are
+all padding), so the offsets, indices and weights stay aligned.
 
 Launches (budgets.py): ``tbe_input_combine``'s output size depends on the values of
 ``include_last_offsets``: its one sync reads the flags and every table's last offset in one copy
