@@ -126,3 +126,24 @@ def test_trimmed_table_with_last_offset_zero_follows_the_math() -> None:
     assert got[0].cpu().tolist() == [20, 21, 10, 11, 22]
     assert got[1].cpu().tolist() == [0, 0, 2]
     assert got[2].cpu().tolist() == [1.5, 2.5, 1.0, 1.0, 1.0]
+
+
+def test_padding_past_the_zeros_cache_limit_equals_upstream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch_size past ZEROS_CACHE_LIMIT takes fresh zeros (the limit lowered to 2 here)."""
+    from fbgemm_npu.native.fbgemm.input_combine import _layout
+
+    monkeypatch.setattr(_layout, "ZEROS_CACHE_LIMIT", 2)
+    a = tables(3, n_tables=3, min_batch=1)
+    B = a.batch_size + 2
+    want = F.padding_fused_tbe_input_combine(a.indices, a.offsets, a.weights, a.include_last, B)
+    got = F.padding_fused_tbe_input_combine(
+        _npu(a.indices), _npu(a.offsets), _npu(a.weights), a.include_last.to(NPU), B
+    )
+    _same(want, got)
+    want = F.padding_fused_tbe_input_combine_with_length(a.indices, a.lengths, a.weights, B)
+    got = F.padding_fused_tbe_input_combine_with_length(
+        _npu(a.indices), _npu(a.lengths), _npu(a.weights), B
+    )
+    _same(want, got)

@@ -32,6 +32,7 @@ from fbgemm_npu.native._index import filled_i32
 
 __all__ = [
     "INT32_LIMIT",
+    "ZEROS_CACHE_LIMIT",
     "cat_into",
     "check_lists",
     "check_flags",
@@ -41,6 +42,7 @@ __all__ = [
 ]
 
 INT32_LIMIT = 2**31  # int32 outputs: their positions must fit
+ZEROS_CACHE_LIMIT = 2**24  # zeros taken from the shared cache up to this size
 
 
 def check_lists(
@@ -118,7 +120,11 @@ def check_flags(op: str, flags: torch.Tensor, n: int, device: torch.device) -> N
 
 
 def int32_zeros(n: int, device: torch.device) -> torch.Tensor:
-    """``n`` int32 zeros, a view of the shared cache (callers must not write to it)."""
+    """``n`` int32 zeros, a view of the shared cache up to ``ZEROS_CACHE_LIMIT`` elements (no
+    launch once warm), fresh zeros past it (one launch: a huge ``batch_size`` must not pin its
+    buffer in the cache); callers must not write to it."""
+    if n > ZEROS_CACHE_LIMIT:
+        return torch.zeros(n, dtype=torch.int32, device=device)
     return filled_i32(n, 0, device)
 
 

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 
 import torch
 
-from fbgemm_npu.native._checks import DataChecks, validation_enabled
+from fbgemm_npu.native._checks import DataChecks, allocation_of, validation_enabled
 from fbgemm_npu.native._host import exclusive_cumsum
 from fbgemm_npu.native._index import arange_cached
 from fbgemm_npu.native._upload import upload
@@ -209,14 +209,15 @@ def padding_fused_tbe_input_combine_npu(
     numels = [t.numel() for t in indices_list]
     indices = cat_into(list(indices_list), sum(numels), torch.int32, device)
     weights = _weights(per_sample_weights, numels, sum(numels), device)
-    offsets = torch.empty(1 + B * T, dtype=torch.int32, device=device)
-    offsets[:1].zero_()
-    zeros = int32_zeros(B, device)
-    layout: list[torch.Tensor] = []
-    for o in offsets_list:
-        slots = o[1 : 1 + B]
-        layout += [slots, zeros[: B - slots.numel()]]
-    c = cat_into(layout, B * T, torch.int32, device).view(T, B)
+    with allocation_of(op, f"the offsets of batch_size = {B} per table"):
+        offsets = torch.empty(1 + B * T, dtype=torch.int32, device=device)
+        offsets[:1].zero_()
+        zeros = int32_zeros(B, device)
+        layout: list[torch.Tensor] = []
+        for o in offsets_list:
+            slots = o[1 : 1 + B]
+            layout += [slots, zeros[: B - slots.numel()]]
+        c = cat_into(layout, B * T, torch.int32, device).view(T, B)
     ends = [_wrap32(v) for v in exclusive_cumsum(numels + [0])]
     thr = [o.numel() - 1 - f for o, f in zip(offsets_list, flags, strict=True)]
     table = upload([thr, ends[:-1], ends[1:]], torch.int32, device)

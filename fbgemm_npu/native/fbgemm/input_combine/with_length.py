@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from fbgemm_npu.native._checks import allocation_of
 from fbgemm_npu.native.fbgemm.input_combine._layout import (
     INT32_LIMIT,
     cat_into,
@@ -85,9 +86,10 @@ def padding_fused_tbe_input_combine_with_length_npu(
             )
     numels = [t.numel() for t in indices_list]
     indices = cat_into(list(indices_list), sum(numels), torch.int32, device)
-    zeros = int32_zeros(B, device)
-    layout = [p for t in lengths_list for p in (t, zeros[: B - t.numel()])]
-    lengths = cat_into(layout, B * len(lengths_list), torch.int32, device)
+    with allocation_of(op, f"the lengths of batch_size = {B} per table"):
+        zeros = int32_zeros(B, device)
+        layout = [p for t in lengths_list for p in (t, zeros[: B - t.numel()])]
+        lengths = cat_into(layout, B * len(lengths_list), torch.int32, device)
     return indices, lengths, _weights(per_sample_weights, numels, device)
 
 
