@@ -4,7 +4,9 @@ the math in Python ints: MurmurHash3's x64 mix of the two 64-bit blocks ``(x, y)
 
 from __future__ import annotations
 
-__all__ = ["murmur_reference"]
+import torch
+
+__all__ = ["murmur_hash3_reference", "murmur_reference"]
 
 M64 = (1 << 64) - 1
 
@@ -37,3 +39,22 @@ def murmur_reference(x: int, y: int, seed: int) -> int:
     h2 = (h2 + h1) & M64
     r = h1 ^ h2
     return r - (1 << 64) if r >> 63 else r
+
+
+def murmur_hash3_reference(input: torch.Tensor, y: int, seed: int) -> torch.Tensor:  # noqa: A002
+    """``fbgemm::murmur_hash3``'s contract on npu for a 1-element int64 ``input``: the 0-d int64
+    of the hash's 64 bits (upstream's CPU kernel raises where the hash is 2**63 or more)."""
+    return torch.tensor(murmur_reference(int(input.reshape(-1)[0]), y, seed))
+
+
+def zero_collision_hash_capped(
+    input: torch.Tensor,  # noqa: A002
+    identities: torch.Tensor,
+    max_probe: int,
+    **kwargs: object,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Upstream's CPU ``zero_collision_hash`` with ``max_probe`` capped at the identities' rows:
+    the probing is circular, so past that many probes the slots repeat and the result is the
+    same -- where upstream itself would loop ``max_probe`` (2**40, say) times per id."""
+    cap = min(max_probe, identities.size(0))
+    return torch.ops.fbgemm.zero_collision_hash(input, identities, cap, **kwargs)

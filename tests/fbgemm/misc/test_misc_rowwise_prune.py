@@ -110,3 +110,10 @@ def test_mixed_devices_and_none() -> None:
         F.embedding_bag_rowwise_prune(torch.randn(6, 3).to(NPU), torch.randn(6), 0.3, torch.int64)
     with pytest.raises((RuntimeError, ValueError, TypeError), match="indicator|Tensor"):
         F.embedding_bag_rowwise_prune(torch.randn(6, 3).to(NPU), None, 0.3, torch.int64)
+
+
+def test_huge_min_num_rows_keeps_every_row() -> None:
+    """min_num_rows past the int32 range (the fuzz's 2**40): every row kept, as upstream."""
+    for rows in (2**40, -(2**40)):
+        want, got = _both(torch.randn(9, 3), torch.randn(9), 0.5, torch.int64, True, rows, None)
+        _assert_equal(got, want)

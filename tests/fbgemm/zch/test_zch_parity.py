@@ -147,3 +147,15 @@ def test_create_zch_buffer_on_npu_equals_upstream(
             assert o is None
             continue
         assert o.device.type == NPU and o.dtype == w.dtype and torch.equal(o.cpu(), w)
+
+
+def test_huge_max_probe_equals_upstream_capped() -> None:
+    """Probing is circular: past the block's slots they repeat, so ours probes min(max_probe,
+    block) slots (memory N x that) and equals upstream, which would loop 2**40 times per id."""
+    g = torch.Generator().manual_seed(5)
+    pool = torch.randint(-(2**40), 2**40, (6,), generator=g)
+    table = _table(7, 1, torch.int64, pool, g)
+    ids = pool[torch.randint(0, 6, (50,), generator=g)]
+    want, _ = F.zero_collision_hash(ids, table, 7, True, readonly=True)
+    got, _ = F.zero_collision_hash(ids.to(NPU), table.to(NPU), 2**40, True, readonly=True)
+    assert torch.equal(got.cpu(), want)

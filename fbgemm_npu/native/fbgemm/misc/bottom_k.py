@@ -31,7 +31,13 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native._checks import DataChecks, check_same_device, check_tensor, dynamic_size
+from fbgemm_npu.native._checks import (
+    DataChecks,
+    allocation_of,
+    check_same_device,
+    check_tensor,
+    dynamic_size,
+)
 from fbgemm_npu.native._index import arange_cached, segment_ids
 from fbgemm_npu.native.fbgemm.misc._errors import require, runtime_dtype
 
@@ -44,10 +50,11 @@ SKEWED = "too skewed distribution (alpha too big)"
 def _distinct(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(first, rank)`` of the ``[R, C]`` rows: ``first[r, j]`` when ``x[r, j]`` occurs first
     there, ``rank`` its 0-based number among the first occurrences (int32)."""
-    cols = x.size(1)
+    rows, cols = x.shape
     steps = arange_cached(cols, x.device, torch.int32)
     earlier = steps.unsqueeze(0) < steps.unsqueeze(1)  # [j, j']: j' before j
-    seen = (x.unsqueeze(2) == x.unsqueeze(1)).logical_and_(earlier).any(2)
+    with allocation_of(BOTTOM_K, f"the [{rows}, {cols}, {cols}] comparisons of 'input' rows"):
+        seen = (x.unsqueeze(2) == x.unsqueeze(1)).logical_and_(earlier).any(2)
     first = seen.logical_not_()
     rank = torch.cumsum(first, 1, dtype=torch.int32).sub_(1)
     return first, rank
@@ -63,7 +70,8 @@ def _unique_rows(
 ) -> torch.Tensor:
     """The kept first occurrences (rank below ``k_rows``), sorted per row, at ``starts``."""
     kept = first.logical_and_(rank < k_rows.unsqueeze(1))
-    below = (x.unsqueeze(1) < x.unsqueeze(2)).logical_and_(kept.unsqueeze(1)).sum(2)
+    with allocation_of(BOTTOM_K, f"the {tuple(x.shape) + x.shape[-1:]} comparisons of 'input'"):
+        below = (x.unsqueeze(1) < x.unsqueeze(2)).logical_and_(kept.unsqueeze(1)).sum(2)
     place = torch.where(kept, below.add_(starts.unsqueeze(1)), total)
     out = x.new_empty(total + 1)
     return out.index_copy_(0, place.view(-1), x.reshape(-1))[:total]

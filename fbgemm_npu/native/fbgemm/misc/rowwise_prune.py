@@ -102,6 +102,7 @@ def embedding_bag_rowwise_prune_npu(
     v = ind.reshape(-1)
     keep = (v.abs() if abs else v).gt(_threshold32(float(threshold)))
     count = torch.cumsum(keep, 0, dtype=torch.int32)
+    m = min(m, rows)  # m >= n keeps every row, as m = n does (and m - n stays an int32)
     if m > 0:  # rows forced in by min_num_rows: c_i - i <= m - n
         steps = arange_cached(rows, w.device, torch.int32)
         keep = keep.logical_or_(torch.sub(count, steps).le_(m - rows))

@@ -20,9 +20,11 @@ argument.  For each input id ``x_i`` (1-D int32 / int64):
 - none: ``-1`` with ``disable_fallback``, else ``offset + h % m`` (no opt-in) or ``offset + b +
   h % num_reserved_slots``.
 
-Read-only, so no result depends on an order: all ids and all probes at once, a ``[N,
-max_probe]`` table of slots, one gather of ``identities[:, 0]``, the first match by ``amin``
-of ``where(match, k, max_probe)``.  Memory: ``N * max_probe`` int64 slots and their gather.
+Read-only, so no result depends on an order: all ids and all probes at once, a ``[N, P]``
+table of slots, one gather of ``identities[:, 0]``, the first match by ``amin`` of
+``where(match, k, P)``, with ``P = min(max_probe, b)`` (the probing is circular: past ``b``
+probes the slots repeat, so the answer is the same).  Memory: ``N * P`` int64 slots and their
+gather (an allocation failure is an error naming the op and ``max_probe``).
 The second output is upstream's undefined tensor (``None``).  Where upstream divides by zero
 (0 identity rows, a block of 0 slots) or reads out of bounds (offsets past the identities,
 ``local_sizes`` without ``offsets``: a segfault), ours refuses by name: host checks for shapes,
@@ -35,6 +37,7 @@ import torch
 
 from fbgemm_npu.native._checks import (
     DataChecks,
+    allocation_of,
     check_same_device,
     check_tensor,
     validation_enabled,
@@ -224,7 +227,9 @@ def zero_collision_hash_npu(
             fallback.add_(offset)
     else:  # the block is the whole chunk: h % m is the first probe
         fallback = base + offset if chunked else base
-    probes = max(int(max_probe), 0)
+    # probing is circular: past b probes the slots repeat, so the first match (or none) is
+    # found within min(max_probe, b) of them (b <= rows for valid chunks): memory N * that
+    probes = min(max(int(max_probe), 0), rows if chunked else rows - reserved)
     if probes == 0:  # upstream's loop never runs: every id falls back
         return torch.full_like(x, fallback) if isinstance(fallback, int) else fallback, None
     if table.dtype == ids.dtype:
@@ -235,10 +240,11 @@ def zero_collision_hash_npu(
     steps = arange_cached(probes + 1, dev, torch.int32)  # k = 0 .. P - 1, and P (no match)
     k, none = steps[:probes], steps[probes:]
     blk = block.unsqueeze(1) if isinstance(block, torch.Tensor) else block
-    slots = torch.remainder(base.unsqueeze(1) + k, blk)  # [N, P], local to the chunk
-    if chunked:  # the rows probed; clamped so that bad chunks stay inside the identities
-        slots.add_(offset.unsqueeze(1)).clamp_(0, rows - 1)
-    found = table[:, 0].index_select(0, slots.reshape(-1)).view_as(slots)
+    with allocation_of(ZCH, f"the [{ids.numel()}, {probes}] probe table ('max_probe')"):
+        slots = torch.remainder(base.unsqueeze(1) + k, blk)  # [N, P], local to the chunk
+        if chunked:  # the rows probed; clamped so that bad chunks stay inside the identities
+            slots.add_(offset.unsqueeze(1)).clamp_(0, rows - 1)
+        found = table[:, 0].index_select(0, slots.reshape(-1)).view_as(slots)
     # the first probe that matches (P where none does): cached constants, no fill launch
     first = torch.where(found == identity.unsqueeze(1), k, none).amin(1)
     hit = torch.remainder(base + first, block)
