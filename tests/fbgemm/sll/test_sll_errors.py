@@ -161,6 +161,27 @@ def test_a_huge_n_pads_no_more_than_the_rows() -> None:
         torch.testing.assert_close(getattr(F, op)(*move(tuple(args), NPU)).cpu(), want)
 
 
+@pytest.mark.parametrize("op", ["sll_jagged_dense_bmm", "sll_jagged_jagged_bmm"])
+def test_offsets_past_an_empty_input_are_refused(op: str) -> None:
+    """The fuzz found it: ``x`` of no rows with offsets ``[0, 1]`` returned zeros unchecked,
+    where upstream reads past the empty tensor (its CPU kernel crashed the oracle)."""
+    x = torch.zeros(0, 2, device=NPU)
+    y = torch.zeros(1, 2, 3, device=NPU) if op == "sll_jagged_dense_bmm" else x
+    o = torch.tensor([0, 1], device=NPU)
+    getattr(F, op)(x, y, o, 1, True)
+    with pytest.raises(RuntimeError, match=f"{op}.*x_offsets"):
+        fbgemm_npu.check()
+
+
+def test_a_negative_total_of_no_sequences_is_refused() -> None:
+    """The fuzz found it: ``x_offsets = [-5]`` (B = 0) returned a result where upstream's
+    ``total_L >= 0`` check refuses it."""
+    x, y = torch.zeros(0, 2, device=NPU), torch.zeros(0, 3, 2, device=NPU)
+    F.sll_jagged_dense_elementwise_add(x, torch.tensor([-5], device=NPU), y, 3)
+    with pytest.raises(RuntimeError, match="sll_jagged_dense_elementwise_add.*x_offsets"):
+        fbgemm_npu.check()
+
+
 def test_empty_batch_cat_raises_upstreams_class() -> None:
     a, b, o = torch.zeros(0), torch.zeros(0), torch.zeros(1, dtype=torch.int64)
     with pytest.raises(ValueError):

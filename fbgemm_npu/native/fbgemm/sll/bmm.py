@@ -38,6 +38,7 @@ from fbgemm_npu.native.fbgemm.jagged._utils import (
     READ_CHECK,
     assert_no_bad,
     dense_index,
+    int32_bad,
     read_rows,
     write_rows,
 )
@@ -69,6 +70,14 @@ def _gather(
     return out, pad, rows
 
 
+def _no_rows_check(op: str, o: torch.Tensor) -> None:
+    """The data check of a call whose input has no rows: every sequence empty, every offset in
+    ``[0, 2**31)`` (upstream reads rows for any other: past the end of an empty tensor)."""
+    if validation_enabled():
+        bad = [int32_bad(o), o[1:] > o[:-1]]
+        assert_no_bad(op, bad, f"argument 'x_offsets': {READ_CHECK}")
+
+
 def _args(op: str, x: object, x_offsets: object, n: object) -> tuple[torch.Tensor, int]:
     o = offsets_arg(op, "x_offsets", x_offsets)
     return o, max(host_int(op, "N", n), 0)  # upstream reads no row for N < 0
@@ -80,6 +89,10 @@ def jagged_dense(
     """``[rows, T]``: ``out[r] = x[r] @ y[b]`` (module docstring), arguments checked."""
     b, n, t = o.numel() - 1, x.size(0), y.size(2)
     if b == 0 or n == 0 or t == 0 or length == 0:
+        if n == 0 and b > 0 and length > 0:  # no rows: any non-empty sequence reads past them
+            _no_rows_check(op, o)
+        elif b > 0 and length > 0:  # T = 0 still reads x upstream: the rows are checked
+            _gather(op, o, min(length, n), [x], True)
         return x.new_zeros((n, t))
     length = min(length, n)  # no sequence of valid offsets is longer: padding bounded by the rows
     with allocation_of(op, f"the padded [B, N] = [{b}, {length}] rows of argument 'N'"):
@@ -97,8 +110,7 @@ def jagged_jagged(
     if b == 0 or d == 0 or t == 0 or length == 0:  # upstream reads no element
         return x.new_zeros((b, d, t))
     if min(x.size(0), y.size(0)) == 0:  # any non-empty sequence would read past the end
-        if validation_enabled():
-            assert_no_bad(op, [o[1:] > o[:-1]], f"argument 'x_offsets': {READ_CHECK}")
+        _no_rows_check(op, o)
         return x.new_zeros((b, d, t))
     length = min(length, x.size(0), y.size(0))  # the longest sequence valid offsets allow
     with allocation_of(op, f"the padded [B, N] = [{b}, {length}] rows of argument 'N'"):

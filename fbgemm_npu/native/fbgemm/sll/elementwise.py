@@ -61,6 +61,8 @@ def _add_args(
     xv = check_values(ADD, "x", x)
     o = offsets_arg(ADD, "x_offsets", x_offsets)
     host_int(ADD, "max_seq_len", max_seq_len)
+    if o.numel() == 1 and validation_enabled():  # B = 0: no scatter checks them; upstream does
+        assert_none_bad(ADD, [o < 0], "argument 'x_offsets' must end at a total_L >= 0")
     return xv, o, check_values(ADD, "y", y)
 
 
