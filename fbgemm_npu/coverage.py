@@ -123,9 +123,36 @@ _ISSUE_14 = (
     "inference and quantisation (the quantize ops, the IntNBit TBE and its row pruning): the "
     "next issue in order serves these"
 )
-_QUANTIZED = re.compile(
-    r"fbgemm::(?:\w*Quantized\w*|int_nbit_split_embedding_codegen_lookup_function|"
-    r"pruned_(?:hashmap_insert|hashmap_lookup|array_lookup))"
+# Served by the next issue (inference and quantisation): an op leaves this list when it is served.
+_QUANTIZED = frozenset(
+    {
+        "fbgemm::Bfloat16QuantizedToFloat",
+        "fbgemm::FP8RowwiseQuantizedToFloat",
+        "fbgemm::FloatOrHalfToFused8BitRowwiseQuantized",
+        "fbgemm::FloatOrHalfToFusedNBitRowwiseQuantizedSBHalf",
+        "fbgemm::FloatOrHalfToFusedNBitRowwiseQuantizedSBHalfWithRowwiseMinMax",
+        "fbgemm::FloatToBfloat16Quantized",
+        "fbgemm::FloatToFP8RowwiseQuantized",
+        "fbgemm::FloatToFused8BitRowwiseQuantized",
+        "fbgemm::FloatToFused8BitRowwiseQuantizedOut",
+        "fbgemm::FloatToFusedNBitRowwiseQuantizedSBHalf",
+        "fbgemm::FloatToHFP8Quantized",
+        "fbgemm::Fused8BitRowwiseQuantizedToBfloat16",
+        "fbgemm::Fused8BitRowwiseQuantizedToFloat",
+        "fbgemm::Fused8BitRowwiseQuantizedToFloatOrHalf",
+        "fbgemm::Fused8BitRowwiseQuantizedToFloatOut",
+        "fbgemm::Fused8BitRowwiseQuantizedToHalf",
+        "fbgemm::FusedNBitRowwiseQuantizedSBHalfToFloat",
+        "fbgemm::FusedNBitRowwiseQuantizedSBHalfToFloatOrHalf",
+        "fbgemm::FusedNBitRowwiseQuantizedSBHalfToHalf",
+        "fbgemm::HFP8QuantizedToFloat",
+        "fbgemm::HalfToFused8BitRowwiseQuantized",
+        "fbgemm::HalfToFusedNBitRowwiseQuantizedSBHalf",
+        "fbgemm::int_nbit_split_embedding_codegen_lookup_function",
+        "fbgemm::pruned_array_lookup",
+        "fbgemm::pruned_hashmap_insert",
+        "fbgemm::pruned_hashmap_lookup",
+    }
 )
 _OUT_OF_SCOPE = {f"fbgemm::{name}": _NO_UVM for name in _UVM}
 _OUT_OF_SCOPE["fbgemm::ssd_embedding_codegen_lookup_rowwise_adagrad_function_pt2"] = (
@@ -153,7 +180,7 @@ def out_of_scope(op: str) -> str | None:
     """Why ``op`` is not served on npu (None: it is not out of scope)."""
     if op in _OUT_OF_SCOPE:
         return _OUT_OF_SCOPE[op]
-    if _QUANTIZED.fullmatch(op):
+    if op in _QUANTIZED:
         return _ISSUE_14
     match = _V1_LOOKUP.fullmatch(op)
     if match and match["opt"] not in _PT2_OPTIMIZERS:

@@ -82,7 +82,10 @@ XFAIL: dict[str, dict[str, str]] = {
         "gather index, as the list form's SymInt[] do); under AOT they are fake, so the read is "
         "data-dependent (upstream's CPU kernel traces through its abstract impl instead)",
     ),
+    F + "bottom_k_per_row": {STATIC: data_dependent("k / k_offsets[-1]")},
     F + "dense_to_jagged[1]": {STATIC: data_dependent("total_L omitted")},
+    F + "embedding_bag_rowwise_prune[0]": {STATIC: data_dependent("the kept row count")},
+    F + "embedding_bag_rowwise_prune[1]": {STATIC: data_dependent("the kept row count")},
     F + "dense_to_jagged_forward[1]": {STATIC: data_dependent("total_L omitted")},
     F + "get_infos_metadata": dict.fromkeys(
         AOT, "upstream: its Meta kernel returns (-1, -1), not (info_B_num_bits, info_B_mask)"
@@ -135,6 +138,48 @@ XFAIL: dict[str, dict[str, str]] = {
         "upstream: the schema returns the preallocated outputs as aliases (Tensor(a!)), which "
         "AOTAutograd refuses for a custom op",
     ),
+    F + "jagged_1d_to_truncated_values": {
+        STATIC: data_dependent("the sum of min(lengths, max_truncated_length)")
+    },
+    F + "jagged_slice": {STATIC: data_dependent("the sum of the sliced lengths")},
+    F + "masked_select_jagged_1d[0]": {STATIC: data_dependent("mask.sum()")},
+    F + "masked_select_jagged_1d[1]": dict.fromkeys(
+        (FAKE, *AOT),
+        "upstream: its fake kernel (sparse_ops.py masked_select_jagged_1d) takes no check_length "
+        "argument, which the schema has ('takes 3 positional arguments but 4 were given')",
+    ),
+    F + "murmur_hash3": dict.fromkeys(
+        (FAKE, *AOT),
+        "upstream: a CompositeImplicitAutograd kernel runs before any fake / Meta kernel and "
+        "checks input.is_cpu(), so a fake tensor of an npu input is refused",
+    ),
+    F + "pack_segments_v2[0]": dict.fromkeys(
+        (FAKE, *AOT),
+        "upstream: its Meta kernel gives the presence mask on the CPU, not on the input's device, "
+        "and its dynamic trace calls numel() on symbolic sizes",
+    ),
+    F + "pack_segments_v2[2]": dict.fromkeys(
+        (FAKE, *AOT),
+        "upstream: its Meta kernel gives the presence mask on the CPU, not on the input's device, "
+        "and its dynamic trace calls numel() on symbolic sizes",
+    ),
+    F + "permute_duplicate_pooled_embs": {STATIC: data_dependent("the widths permute_list picks")},
+    F + "permute_duplicate_pooled_embs_split": {
+        STATIC: data_dependent("the widths permute_list picks")
+    },
+    F + "permute_duplicate_pooled_embs_auto_grad": {
+        STATIC: data_dependent("the widths permute_list picks")
+    },
+    F + "permute_duplicate_pooled_embs_auto_grad[0]": dict.fromkeys(
+        AOT,
+        "upstream: the op has no backward with duplicates ('permute_pooled_embs does not support "
+        "allow_duplicates in backward!'), and AOT differentiates the sample; ours raises as "
+        "upstream's",
+    ),
+    F + "permute_duplicate_pooled_embs_auto_grad_split": {
+        STATIC: data_dependent("the widths permute_list picks")
+    },
+    F + "permute_sequence_embeddings": {STATIC: data_dependent("the schema takes no size")},
     F + "permute_sparse_data[1]": {STATIC: data_dependent("permuted_lengths_sum omitted")},
     F + "permute_sparse_features": {STATIC: data_dependent("the schema takes no size")},
     "mxrec::fused_lazy_adam": dict.fromkeys(
@@ -151,6 +196,27 @@ XFAIL: dict[str, dict[str, str]] = {
         "refuses for a custom op (torch: no functionalization of aliased outputs)",
     ),
     F + "repeat_arange": {STATIC: data_dependent("sum(lengths)")},
+    F + "reset_weight_momentum": {
+        SCHEMA: "upstream: the schema declares no mutable argument ('-> ()', no Tensor(a!)), yet "
+        "the op (its CUDA kernel too) zeroes rows of dev_weights / uvm_weights and momentum1 in "
+        "place"
+    },
+    F + "sll_array_jagged_bmm_jagged_out": {STATIC: data_dependent("the jagged output's size")},
+    F + "sll_jagged_jagged_bmm_jagged_out": {STATIC: data_dependent("the jagged output's size")},
+    F + "sll_jagged_self_substraction_jagged_out": {
+        STATIC: "upstream: its Meta kernel (sll/meta/meta_sll.py) asks a dynamic size, which "
+        "static AOT (no ShapeEnv) cannot give"
+    },
+    F + "tbe_input_combine": {
+        STATIC: "upstream: its fake (sparse_ops.py tbe_input_combine_abstract) asks a dynamic "
+        "size, which static AOT (no ShapeEnv) cannot give"
+    },
+    F + "tbe_input_combine[0]": {
+        FAKE: "upstream: its fake puts the empty per-sample weights on the CPU, not on the "
+        "inputs' device",
+        STATIC: "upstream: its fake (sparse_ops.py tbe_input_combine_abstract) asks a dynamic "
+        "size, which static AOT (no ShapeEnv) cannot give",
+    },
     F + "tbe_estimate_indices_distribution": dict.fromkeys(
         (FAKE, *AOT),
         "upstream: a composite kernel that reads the tensor's data on the host, so fake mode "
@@ -162,6 +228,12 @@ XFAIL: dict[str, dict[str, str]] = {
         "upstream: a composite kernel that reads heavy_hitters' data on the host, so fake mode "
         "runs it on a fake tensor (a fake kernel cannot be registered over a "
         "CompositeImplicitAutograd one)",
+    ),
+    F + "zero_collision_hash": dict.fromkeys(
+        (FAKE, DYNAMIC),
+        "upstream: its Meta kernel returns the input itself and zeros(0) where its CPU kernel "
+        "returns a fresh int64 tensor and None (the schema's optional output), and AOT cannot "
+        "trace a None tensor output",
     ),
     F + "sum_reduce_to_one": {
         FAKE: "upstream: its fake returns the sum on 'meta', not on target_device "
