@@ -70,6 +70,8 @@ CASES = [
     ("sll_jagged_dense_elementwise_add", "y batch", _set(2, lambda t: t[:-1]), "y", ValueError),
     ("sll_jagged_dense_elementwise_add", "offsets past", _set(1, lambda t: t + 50), "x_offsets",
      RuntimeError),
+    ("sll_jagged_dense_elementwise_add", "offsets end short", _bump_last(1, -1), "x_offsets",
+     RuntimeError),
     ("sll_jagged_dense_elementwise_mul_jagged_out", "x 2-D", _set(0, lambda t: t[:, None]), "x",
      ValueError),
     ("sll_jagged_dense_elementwise_mul_jagged_out", "y 1-D", _set(1, lambda t: t[0]), "y",

@@ -21,8 +21,10 @@ BUDGETS: dict[str, Budget] = {
     # offsets' int32 range, the rows read (+ the order: a scatter)
     "fbgemm::sll_jagged_dense_bmm": Budget(launches=10, checks=7, ai_cpu=0),
     "fbgemm::sll_jagged_jagged_bmm": Budget(launches=8, checks=6, ai_cpu=0),
-    # elementwise.py: to_jagged of y (index, where, remainder, zeros, index_copy_) and the add
-    "fbgemm::sll_jagged_dense_elementwise_add": Budget(launches=7, checks=5, ai_cpu=0),
+    # elementwise.py: to_jagged of y (index, where, remainder, zeros, index_copy_) and the add;
+    # checks: to_jagged's and x_offsets[-1] == x.size(0) (upstream's add fails otherwise: ne,
+    # any, not and the queue's)
+    "fbgemm::sll_jagged_dense_elementwise_add": Budget(launches=7, checks=8, ai_cpu=0),
     # segment ids (clamp, index_add, cumsum, clamp), the length and start gathers, q, r, c
     # (sub, clamp, floor div, mul, sub), the in-block test (ge, mul, lt, and), y's index (two
     # clamps, index), the product and the outside zeroed (zeros, where); int32: the lengths'

@@ -61,8 +61,9 @@ def _add_args(
     xv = check_values(ADD, "x", x)
     o = offsets_arg(ADD, "x_offsets", x_offsets)
     host_int(ADD, "max_seq_len", max_seq_len)
-    if o.numel() == 1 and validation_enabled():  # B = 0: no scatter checks them; upstream does
-        assert_none_bad(ADD, [o < 0], "argument 'x_offsets' must end at a total_L >= 0")
+    if validation_enabled():  # upstream adds x to total_L = x_offsets[-1] rows: they must match
+        bad = o[-1:] != xv.size(0)
+        assert_none_bad(ADD, [bad], "argument 'x_offsets' must end at x.size(0) (total_L)")
     return xv, o, check_values(ADD, "y", y)
 
 
