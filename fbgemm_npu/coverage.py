@@ -149,9 +149,6 @@ _QUANTIZED = frozenset(
         "fbgemm::HalfToFused8BitRowwiseQuantized",
         "fbgemm::HalfToFusedNBitRowwiseQuantizedSBHalf",
         "fbgemm::int_nbit_split_embedding_codegen_lookup_function",
-        "fbgemm::pruned_array_lookup",
-        "fbgemm::pruned_hashmap_insert",
-        "fbgemm::pruned_hashmap_lookup",
     }
 )
 _OUT_OF_SCOPE = {f"fbgemm::{name}": _NO_UVM for name in _UVM}

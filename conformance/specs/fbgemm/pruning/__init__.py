@@ -1,0 +1,1 @@
+"""Specs of the pruning family (``fbgemm_npu/native/fbgemm/pruning/``)."""
