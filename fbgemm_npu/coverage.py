@@ -126,17 +126,12 @@ _ISSUE_14 = (
 # Served by the next issue (inference and quantisation): an op leaves this list when it is served.
 _QUANTIZED = frozenset(
     {
-        "fbgemm::Bfloat16QuantizedToFloat",
-        "fbgemm::FP8RowwiseQuantizedToFloat",
         "fbgemm::FloatOrHalfToFused8BitRowwiseQuantized",
         "fbgemm::FloatOrHalfToFusedNBitRowwiseQuantizedSBHalf",
         "fbgemm::FloatOrHalfToFusedNBitRowwiseQuantizedSBHalfWithRowwiseMinMax",
-        "fbgemm::FloatToBfloat16Quantized",
-        "fbgemm::FloatToFP8RowwiseQuantized",
         "fbgemm::FloatToFused8BitRowwiseQuantized",
         "fbgemm::FloatToFused8BitRowwiseQuantizedOut",
         "fbgemm::FloatToFusedNBitRowwiseQuantizedSBHalf",
-        "fbgemm::FloatToHFP8Quantized",
         "fbgemm::Fused8BitRowwiseQuantizedToBfloat16",
         "fbgemm::Fused8BitRowwiseQuantizedToFloat",
         "fbgemm::Fused8BitRowwiseQuantizedToFloatOrHalf",
@@ -145,7 +140,6 @@ _QUANTIZED = frozenset(
         "fbgemm::FusedNBitRowwiseQuantizedSBHalfToFloat",
         "fbgemm::FusedNBitRowwiseQuantizedSBHalfToFloatOrHalf",
         "fbgemm::FusedNBitRowwiseQuantizedSBHalfToHalf",
-        "fbgemm::HFP8QuantizedToFloat",
         "fbgemm::HalfToFused8BitRowwiseQuantized",
         "fbgemm::HalfToFusedNBitRowwiseQuantizedSBHalf",
         "fbgemm::int_nbit_split_embedding_codegen_lookup_function",

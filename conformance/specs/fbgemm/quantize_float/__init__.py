@@ -1,0 +1,1 @@
+"""Specs of the quantize_float family (``fbgemm_npu/native/fbgemm/quantize_float/``)."""

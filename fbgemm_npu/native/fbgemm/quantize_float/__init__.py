@@ -1,0 +1,16 @@
+"""The quantize_float family: upstream's float-format quantize ops (bfloat16, HFP8, FP8 rowwise)
+on npu, encoded in int32 / float32 arithmetic on the bit patterns (a 910B's torch_npu has no
+float8 kernels, and shifts run on its AI CPU)."""
+
+from __future__ import annotations
+
+from fbgemm_npu.native._checks import guard_tensor_arguments
+from fbgemm_npu.native.family import merge_kernels
+from fbgemm_npu.native.fbgemm.quantize_float import bfloat16, fp8_rowwise, hfp8
+from fbgemm_npu.native.fbgemm.quantize_float.budgets import BUDGETS
+
+# every kernel checks its tensor arguments first (None, objects): native/_checks.py
+KERNELS = guard_tensor_arguments(merge_kernels(bfloat16.KERNELS, hfp8.KERNELS, fp8_rowwise.KERNELS))
+SCHEMAS: dict[str, str] = {}
+
+__all__ = ["BUDGETS", "KERNELS", "SCHEMAS"]

@@ -1,0 +1,201 @@
+"""quantize_float's refusals: each bad input raises ValueError / RuntimeError naming the op and
+the argument (upstream raises RuntimeError for the dtypes and ranks it refuses; ours also refuse
+the formats whose bytes upstream's bit tricks garble: ``_hfp8.py``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fbgemm_npu.native.fbgemm.quantize_float import bfloat16, fp8_rowwise, hfp8
+
+F = torch.ops.fbgemm
+NPU = "npu"
+X = torch.randn(3, 8)
+B = torch.zeros(3, 16, dtype=torch.uint8)
+
+BAD = {
+    "bf16 float16": (
+        lambda: F.FloatToBfloat16Quantized(X.half().to(NPU)),
+        "FloatToBfloat16Quantized",
+        "input",
+    ),
+    "bf16 float64": (
+        lambda: F.FloatToBfloat16Quantized(X.double().to(NPU)),
+        "FloatToBfloat16Quantized",
+        "input",
+    ),
+    "bf16 back float32": (
+        lambda: F.Bfloat16QuantizedToFloat(X.to(NPU)),
+        "Bfloat16QuantizedToFloat",
+        "input",
+    ),
+    "bf16 back int16": (
+        lambda: F.Bfloat16QuantizedToFloat(X.to(NPU).to(torch.int16)),
+        "Bfloat16QuantizedToFloat",
+        "input",
+    ),
+    "hfp8 float16": (
+        lambda: F.FloatToHFP8Quantized(X.half().to(NPU), 4, 15, 1.0),
+        "FloatToHFP8Quantized",
+        "input",
+    ),
+    "hfp8 1-D": (
+        lambda: F.FloatToHFP8Quantized(X[0].to(NPU), 4, 15, 1.0),
+        "FloatToHFP8Quantized",
+        "input",
+    ),
+    "hfp8 3-D": (
+        lambda: F.FloatToHFP8Quantized(X.view(3, 2, 4).to(NPU), 4, 15, 1.0),
+        "FloatToHFP8Quantized",
+        "input",
+    ),
+    "hfp8 ebits 0": (
+        lambda: F.FloatToHFP8Quantized(X.to(NPU), 0, 15, 1.0),
+        "FloatToHFP8Quantized",
+        "ebits",
+    ),
+    "hfp8 ebits 8": (
+        lambda: F.FloatToHFP8Quantized(X.to(NPU), 8, 15, 1.0),
+        "FloatToHFP8Quantized",
+        "ebits",
+    ),
+    "hfp8 bias -1": (
+        lambda: F.FloatToHFP8Quantized(X.to(NPU), 4, -1, 1.0),
+        "FloatToHFP8Quantized",
+        "exponent_bias",
+    ),
+    "hfp8 bias 124": (
+        lambda: F.FloatToHFP8Quantized(X.to(NPU), 4, 124, 1.0),
+        "FloatToHFP8Quantized",
+        "exponent_bias",
+    ),
+    "hfp8 max_pos -1": (
+        lambda: F.FloatToHFP8Quantized(X.to(NPU), 4, 15, -1.0),
+        "FloatToHFP8Quantized",
+        "max_pos",
+    ),
+    "hfp8 max_pos inf": (
+        lambda: F.FloatToHFP8Quantized(X.to(NPU), 4, 15, float("inf")),
+        "FloatToHFP8Quantized",
+        "max_pos",
+    ),
+    "hfp8 max_pos nan": (
+        lambda: F.FloatToHFP8Quantized(X.to(NPU), 4, 15, float("nan")),
+        "FloatToHFP8Quantized",
+        "max_pos",
+    ),
+    "hfp8 max_pos 1e40": (
+        lambda: F.FloatToHFP8Quantized(X.to(NPU), 4, 15, 1e40),
+        "FloatToHFP8Quantized",
+        "max_pos",
+    ),
+    "hfp8 max_pos tiny": (
+        lambda: F.FloatToHFP8Quantized(X.to(NPU), 4, 15, 1e-40),
+        "FloatToHFP8Quantized",
+        "max_pos",
+    ),
+    "hfp8 back int8": (
+        lambda: F.HFP8QuantizedToFloat(B.to(torch.int8).to(NPU), 4, 15),
+        "HFP8QuantizedToFloat",
+        "input",
+    ),
+    "hfp8 back 1-D": (
+        lambda: F.HFP8QuantizedToFloat(B[0].to(NPU), 4, 15),
+        "HFP8QuantizedToFloat",
+        "input",
+    ),
+    "hfp8 back ebits": (
+        lambda: F.HFP8QuantizedToFloat(B.to(NPU), 9, 15),
+        "HFP8QuantizedToFloat",
+        "ebits",
+    ),
+    "hfp8 back bias": (
+        lambda: F.HFP8QuantizedToFloat(B.to(NPU), 4, 500),
+        "HFP8QuantizedToFloat",
+        "exponent_bias",
+    ),
+    "fp8 float64": (
+        lambda: F.FloatToFP8RowwiseQuantized(X.double().to(NPU), True),
+        "FloatToFP8RowwiseQuantized",
+        "t",
+    ),
+    "fp8 int32": (
+        lambda: F.FloatToFP8RowwiseQuantized(X.int().to(NPU), True),
+        "FloatToFP8RowwiseQuantized",
+        "t",
+    ),
+    "fp8 0-D": (
+        lambda: F.FloatToFP8RowwiseQuantized(X[0, 0].to(NPU), True),
+        "FloatToFP8RowwiseQuantized",
+        "t",
+    ),
+    "fp8 back float32": (
+        lambda: F.FP8RowwiseQuantizedToFloat(X.to(NPU), True),
+        "FP8RowwiseQuantizedToFloat",
+        "input",
+    ),
+    "fp8 back 0-D": (
+        lambda: F.FP8RowwiseQuantizedToFloat(B[0, 0].to(NPU), True),
+        "FP8RowwiseQuantizedToFloat",
+        "input",
+    ),
+    "fp8 back 7 cols": (
+        lambda: F.FP8RowwiseQuantizedToFloat(B[:, :7].to(NPU), True),
+        "FP8RowwiseQuantizedToFloat",
+        "input",
+    ),
+    "fp8 back 13 cols": (
+        lambda: F.FP8RowwiseQuantizedToFloat(B[:, :13].to(NPU), True),
+        "FP8RowwiseQuantizedToFloat",
+        "input",
+    ),
+    "fp8 back 4 cols": (
+        lambda: F.FP8RowwiseQuantizedToFloat(B[:, :4].to(NPU), True),
+        "FP8RowwiseQuantizedToFloat",
+        "input",
+    ),
+    "fp8 back dtype 2": (
+        lambda: F.FP8RowwiseQuantizedToFloat(B.to(NPU), True, 2),
+        "FP8RowwiseQuantizedToFloat",
+        "output_dtype",
+    ),
+    "fp8 back dtype -1": (
+        lambda: F.FP8RowwiseQuantizedToFloat(B.to(NPU), True, -1),
+        "FP8RowwiseQuantizedToFloat",
+        "output_dtype",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_input_names_op_and_argument(name: str) -> None:
+    call, op, arg = BAD[name]
+    with pytest.raises((ValueError, RuntimeError)) as info:
+        call()
+    assert op in str(info.value) and f"'{arg}'" in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        lambda v: bfloat16.float_to_bfloat16_npu(v),
+        lambda v: bfloat16.bfloat16_to_float_npu(v),
+        lambda v: hfp8.float_to_hfp8_npu(v, 4, 15, 1.0),
+        lambda v: hfp8.hfp8_to_float_npu(v, 4, 15),
+        lambda v: fp8_rowwise.float_to_fp8_rowwise_npu(v, True),
+        lambda v: fp8_rowwise.fp8_rowwise_to_float_npu(v, True),
+    ],
+)
+@pytest.mark.parametrize("value", [None, [1.0, 2.0], 3.0])
+def test_non_tensor_inputs_are_refused_by_name(kernel: object, value: object) -> None:
+    with pytest.raises(ValueError, match="must be a Tensor"):
+        kernel(value)  # type: ignore[operator]
+
+
+def test_valid_edge_arguments_are_accepted() -> None:
+    """The ends of the accepted ranges run and equal upstream."""
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+    for args in ((1, 0, 0.0), (7, 126, 2.0**100), (4, 123, 2.0**-126)):
+        got = F.FloatToHFP8Quantized(x.to(NPU), *args).cpu()
+        assert torch.equal(got, F.FloatToHFP8Quantized(x, *args))
