@@ -65,7 +65,7 @@ def _host_checks(
     cap = hto[1:] - hto[:-1]
     bounds = off[::B]
     # the items upstream inserts: table t's indices with dense != -1, in order, capacity > 0
-    ti = torch.searchsorted(bounds[1:], torch.arange(n), right=True).clamp_(max=T - 1)
+    ti = torch.searchsorted(bounds[1:].contiguous(), torch.arange(n), right=True).clamp_(max=T - 1)
     inside = (torch.arange(n) >= bounds[0]) & (torch.arange(n) < bounds[-1])
     keep = inside & (dense != -1) & (cap[ti] > 0)
     ti, key = ti[keep], ix[keep]
