@@ -142,7 +142,6 @@ _QUANTIZED = frozenset(
         "fbgemm::FusedNBitRowwiseQuantizedSBHalfToHalf",
         "fbgemm::HalfToFused8BitRowwiseQuantized",
         "fbgemm::HalfToFusedNBitRowwiseQuantizedSBHalf",
-        "fbgemm::int_nbit_split_embedding_codegen_lookup_function",
     }
 )
 _OUT_OF_SCOPE = {f"fbgemm::{name}": _NO_UVM for name in _UVM}

@@ -1,0 +1,1 @@
+"""Specs of the inference family (``fbgemm_npu/native/fbgemm/inference/``)."""

@@ -1,0 +1,107 @@
+"""Hostile input to the inference TBE lookup: errors that name the op and the argument, and the
+cases where ours states a behaviour of its own (upstream's FP8 kernel and -1)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fbgemm_gpu.split_embedding_configs import SparseType as S
+
+import fbgemm_npu
+from fbgemm_npu.testing.op_samples_inference import lookup_case, to_device
+
+F = torch.ops.fbgemm
+NAME = "int_nbit_split_embedding_codegen_lookup_function"
+
+
+def _npu(**changes: object) -> dict:
+    _, kwargs = to_device(lookup_case([S.INT8, S.INT4], [8, 8], minus_one=False), "npu")
+    kwargs.update(changes)
+    return kwargs
+
+
+def _call(kwargs: dict) -> torch.Tensor:
+    return F.int_nbit_split_embedding_codegen_lookup_function(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("arg", "change"),
+    [
+        ("dev_weights", lambda k: k["dev_weights"].float()),
+        ("weights_offsets", lambda k: k["weights_offsets"].int()),
+        ("weights_tys", lambda k: k["weights_tys"].int()),
+        ("D_offsets", lambda k: k["D_offsets"].long()),
+        ("indices", lambda k: k["indices"].float()),
+        ("offsets", lambda k: k["offsets"].view(1, -1)),
+        ("pooling_mode", lambda k: 3),
+        ("output_dtype", lambda k: 3),  # INT4 output: upstream's own kernel crashes on it
+        ("output_dtype", lambda k: 2),  # INT8 output of pooled bags
+        ("indice_weights", lambda k: torch.ones(1, device="npu")),
+        ("indice_weights", lambda k: torch.ones_like(k["indices"], dtype=torch.float16)),
+        ("total_D", lambda k: 17),
+        ("weights_tys", lambda k: torch.tensor([5, 2], dtype=torch.uint8, device="npu")),
+    ],
+)
+def test_bad_arguments_are_named(arg: str, change) -> None:
+    kwargs = _npu()
+    kwargs[arg] = change(kwargs)
+    with pytest.raises((ValueError, RuntimeError), match=rf"{NAME}.*{arg}"):
+        _call(kwargs)
+
+
+def test_none_tensor_is_named() -> None:
+    with pytest.raises(ValueError, match=rf"{NAME}.*'indices'"):
+        _call(_npu(indices=None))
+
+
+def test_out_of_range_index_is_a_queued_error() -> None:
+    """Upstream raises for an index past its table; ours queues the check (no sync), clamps
+    the row (memory-safe) and raises at the next check point, naming 'indices'."""
+    fbgemm_npu.check()
+    kwargs = _npu()
+    bad = kwargs["indices"].clone()
+    bad[0] = 10**6
+    out = _call({**kwargs, "indices": bad})
+    assert out.shape == (3, 16)
+    with pytest.raises(RuntimeError, match=rf"{NAME}.*'indices'"):
+        fbgemm_npu.check()
+    bad[0] = -2
+    _call({**kwargs, "indices": bad})
+    with pytest.raises(RuntimeError, match=rf"{NAME}.*'indices'"):
+        fbgemm_npu.check()
+
+
+def test_non_monotone_offsets_are_a_queued_error() -> None:
+    fbgemm_npu.check()
+    kwargs = _npu()
+    off = kwargs["offsets"].clone()
+    off[1] = off[-1] + 5
+    _call({**kwargs, "offsets": off})
+    with pytest.raises(RuntimeError, match=rf"{NAME}.*'offsets'"):
+        fbgemm_npu.check()
+
+
+def test_fp8_without_exponent_parameters() -> None:
+    _, kwargs = to_device(lookup_case([S.FP8], [8], minus_one=False), "npu")
+    with pytest.raises(RuntimeError, match=rf"{NAME}.*fp8_exponent_bits"):
+        _call({**kwargs, "fp8_exponent_bits": -1})
+
+
+def test_fp8_minus_one_is_skipped() -> None:
+    """Upstream's FP8 CPU kernel stops at a -1 index and leaves the rest of that feature's bags
+    zero (its other types, and its CUDA kernels, skip a -1: a pruned row).  Ours skips it for
+    FP8 too: the float64 sum of the other rows."""
+    args, kwargs = lookup_case([S.FP8], [8], minus_one=False)
+    kwargs["indices"][0] = -1
+    ref = torch.zeros(3, 8, dtype=torch.float64)
+    # every row alone (pooling NONE) is upstream's exact decode of the row
+    single = F.int_nbit_split_embedding_codegen_lookup_function(
+        *args, **{**kwargs, "pooling_mode": 2, "indices": kwargs["indices"].clamp_min(0)}
+    ).double()
+    off = kwargs["offsets"]
+    for b in range(3):
+        for i in range(int(off[b]), int(off[b + 1])):
+            if kwargs["indices"][i] >= 0:
+                ref[b] += single[i]
+    got = _call(to_device((args, kwargs), "npu")[1]).cpu()
+    torch.testing.assert_close(got.double(), ref, rtol=1e-6, atol=1e-6)
