@@ -127,21 +127,15 @@ _ISSUE_14 = (
 _QUANTIZED = frozenset(
     {
         "fbgemm::FloatOrHalfToFused8BitRowwiseQuantized",
-        "fbgemm::FloatOrHalfToFusedNBitRowwiseQuantizedSBHalf",
-        "fbgemm::FloatOrHalfToFusedNBitRowwiseQuantizedSBHalfWithRowwiseMinMax",
         "fbgemm::FloatToFused8BitRowwiseQuantized",
         "fbgemm::FloatToFused8BitRowwiseQuantizedOut",
-        "fbgemm::FloatToFusedNBitRowwiseQuantizedSBHalf",
         "fbgemm::Fused8BitRowwiseQuantizedToBfloat16",
         "fbgemm::Fused8BitRowwiseQuantizedToFloat",
         "fbgemm::Fused8BitRowwiseQuantizedToFloatOrHalf",
         "fbgemm::Fused8BitRowwiseQuantizedToFloatOut",
         "fbgemm::Fused8BitRowwiseQuantizedToHalf",
-        "fbgemm::FusedNBitRowwiseQuantizedSBHalfToFloat",
-        "fbgemm::FusedNBitRowwiseQuantizedSBHalfToFloatOrHalf",
-        "fbgemm::FusedNBitRowwiseQuantizedSBHalfToHalf",
         "fbgemm::HalfToFused8BitRowwiseQuantized",
-        "fbgemm::HalfToFusedNBitRowwiseQuantizedSBHalf",
+        "fbgemm::int_nbit_split_embedding_codegen_lookup_function",
     }
 )
 _OUT_OF_SCOPE = {f"fbgemm::{name}": _NO_UVM for name in _UVM}

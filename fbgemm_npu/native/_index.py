@@ -9,6 +9,8 @@ under a trace (``torch.compile``, opcheck) fresh tensors are made instead (:func
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
@@ -16,6 +18,7 @@ __all__ = [
     "WARM",
     "arange_cached",
     "filled_i32",
+    "on_warm",
     "segment_ids",
     "steps_cached",
     "tracing",
@@ -27,6 +30,14 @@ WARM = 1 << 16  # elements warm_caches grows the caches to
 _ARANGE: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
 _FILLED: dict[tuple[torch.device, int], torch.Tensor] = {}
 _STEPS: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
+_WARMERS: list[Callable[[torch.device], None]] = []
+
+
+def on_warm(fn: Callable[[torch.device], None]) -> Callable[[torch.device], None]:
+    """Register ``fn(device)`` to fill a family's own device constants when
+    :func:`warm_caches` runs (``quantize_nbit/_pack.py``: the packing powers); returns ``fn``."""
+    _WARMERS.append(fn)
+    return fn
 
 
 def tracing(*tensors: object) -> bool:
@@ -118,3 +129,5 @@ def warm_caches(device: str | torch.device, n: int = WARM) -> None:
         filled_i32(n, value, dev)
     for dtype in (torch.int32, torch.int64):
         steps_cached(n, dev, dtype)
+    for fn in _WARMERS:
+        fn(dev)
