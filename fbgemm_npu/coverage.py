@@ -135,7 +135,6 @@ _QUANTIZED = frozenset(
         "fbgemm::Fused8BitRowwiseQuantizedToFloatOut",
         "fbgemm::Fused8BitRowwiseQuantizedToHalf",
         "fbgemm::HalfToFused8BitRowwiseQuantized",
-        "fbgemm::int_nbit_split_embedding_codegen_lookup_function",
     }
 )
 _OUT_OF_SCOPE = {f"fbgemm::{name}": _NO_UVM for name in _UVM}
