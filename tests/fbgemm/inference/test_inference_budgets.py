@@ -40,6 +40,7 @@ CASES: dict[str | None, dict[str, Any]] = {
     "nobag": dict(tys=[S.INT8, S.INT8], dims=[8, 8], pooling=2),
     "nobag_mixed": dict(tys=MIXED, dims=[8] * 5, pooling=2),
     "mixed": dict(tys=MIXED, dims=[8, 16, 32, 8, 16]),
+    "uvm": dict(tys=[S.INT8, S.INT8], dims=[8, 8], uvm=True),
     # the ceilings the conformance matrix holds any call to: every type, each extra
     "worst": dict(
         tys=[*MIXED, S.FP8],
@@ -56,7 +57,15 @@ CASES: dict[str | None, dict[str, Any]] = {
 
 
 def _call(path: str | None, B: int, rows: int) -> Callable[[], Any]:
-    args, kwargs = to_device(lookup_case(B=B, rows=rows, **CASES[path]), "npu")
+    case = dict(CASES[path])
+    uvm = case.pop("uvm", False)
+    args, kwargs = lookup_case(B=B, rows=rows, **case)
+    if uvm:  # feature 1 reads uvm_weights (placement MANAGED): the two buffers are joined
+        start = int(kwargs["weights_offsets"][1])
+        kwargs["uvm_weights"] = kwargs["dev_weights"][start:].clone()
+        kwargs["weights_offsets"] = torch.tensor([0, 0])
+        kwargs["weights_placements"] = torch.tensor([3, 1], dtype=torch.int32)
+    args, kwargs = to_device((args, kwargs), "npu")
     for name in ("D_offsets", "weights_offsets", "weights_tys", "weights_placements"):
         t = kwargs[name]
         register_host_values(t, t.cpu().tolist())

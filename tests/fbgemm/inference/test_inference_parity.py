@@ -74,3 +74,21 @@ def test_empty_bags_and_batches() -> None:
     args, kwargs = lookup_case([S.INT8, S.FP16], [8, 8], B=0)
     _check((args, kwargs))
     _check(lookup_case([S.INT8], [8], pooling=2, max_len=0))
+
+
+def test_managed_placement_reads_uvm_weights() -> None:
+    """Placement MANAGED (1) reads ``uvm_weights``, HOST (3) ``dev_weights``, as upstream's CPU
+    kernel: feature 1's table is moved to a buffer of its own, at offset 0."""
+    args, kwargs = lookup_case([S.INT8, S.INT4, S.FP16], [8, 16, 8], seed=3)
+    offs = kwargs["weights_offsets"].tolist()
+    dev = kwargs["dev_weights"]
+    uvm = dev[offs[1] : offs[2]].clone()
+    dev = dev.clone()
+    dev[offs[1] : offs[2]] = 0  # the uvm buffer is the only copy
+    kwargs.update(
+        dev_weights=dev,
+        uvm_weights=uvm,
+        weights_offsets=torch.tensor([offs[0], 0, offs[2]]),
+        weights_placements=torch.tensor([3, 1, 3], dtype=torch.int32),
+    )
+    _check((args, kwargs))

@@ -116,18 +116,19 @@ def _build(
         if p not in (DEVICE, MANAGED, MANAGED_CACHING, HOST):
             raise _refuse(op, "weights_placements", f"holds {p} for feature {t}: expected 0-3")
     rbytes = [row_bytes(D, ty, row_alignment) for D, ty in zip(dims, tys, strict=True)]
-    # upstream's row count: up to the next table start (or the buffer's end) of the same buffer
+    # upstream's row count: up to the next table start (any buffer's: upstream sorts them all
+    # together) or the end of the feature's buffer, whichever comes first (upstream reads past
+    # that end in such a layout)
     uses_uvm = [p in (MANAGED, MANAGED_CACHING) for p in places]
-    starts = {u: sorted({*(o for o, x in zip(w_off, uses_uvm, strict=True) if x == u),
-                         numels[u]}) for u in (False, True)}  # fmt: skip
+    starts = sorted({*w_off})
     types = tuple(sorted({*tys}))
     g = math.gcd(*dims) or 1
     pad = max(max(dims, default=0) // g, 1)  # spare rows first: where dropped values go
     rows = []
     for t in range(T):
         start, numel, rb = w_off[t], numels[uses_uvm[t]], rbytes[t]
-        end = starts[uses_uvm[t]][bisect.bisect_right(starts[uses_uvm[t]], start)] \
-            if start < numel else start  # fmt: skip
+        k = bisect.bisect_right(starts, start)
+        end = min(starts[k] if k < len(starts) else numel, numel) if start < numel else start
         n = max((end - start) // rb, 0) if rb else 0
         base = start + (numels[False] if uses_uvm[t] else 0)
         lims = [dims[t] // g if tys[t] == ty else 0 for ty in types]

@@ -17,7 +17,8 @@ BUDGETS: dict[str, Budget] = {
     # index_select, mul_); FP16 output +1, BF16 +3 (add, floor_divide, int16 cast: upstream's
     # rounding, half away from zero); NONE: no target or buffer, a where per type (its scalar
     # zero filled once; +2 per type among others: gt, logical_and).  checks: non_decreasing (2),
-    # the index bounds (ge, lt, logical_and, all) and the queued check's 5.  worst /
+    # the index bounds (ge, lt, logical_and, all) and the queued check's 5.  uvm: a feature
+    # placed MANAGED reads uvm_weights, joined to dev_weights by one cat (+1).  worst /
     # nobag_worst: all six types with every extra, the ceilings of any call (the conformance
     # spec's).  A layout not seen before reads its host values once (the module seeds them)
     "fbgemm::int_nbit_split_embedding_codegen_lookup_function": Budget(
@@ -37,6 +38,7 @@ BUDGETS: dict[str, Budget] = {
             "nobag": 17,
             "nobag_mixed": 42,
             "mixed": 50,
+            "uvm": 21,
             "worst": 70,
             "nobag_worst": 50,
         },
