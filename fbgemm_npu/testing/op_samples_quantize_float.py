@@ -1,5 +1,6 @@
-"""Opcheck samples of the quantize_float family (bfloat16, HFP8, FP8 rowwise), merged into
-:mod:`fbgemm_npu.testing.op_samples`: small valid calls built fresh on ``device``."""
+"""Opcheck samples of the quantize_float family (bfloat16, HFP8, FP8 rowwise, padded FP8
+rowwise), merged into :mod:`fbgemm_npu.testing.op_samples`: small valid calls built fresh on
+``device``."""
 
 from __future__ import annotations
 
@@ -42,6 +43,14 @@ def _from_fp8(d: str) -> list[Sample]:
     return [((rows.to(d), True), {}), ((rows.to(d), False, 1), {}), ((rows.to(d), True, 5), {})]
 
 
+def _to_padded(d: str) -> list[Sample]:
+    return [
+        ((_x(d, 3, 10), True, 4), {}),
+        ((_x(d, 9), False, 8), {}),
+        ((_x(d, 2, 8).half(), True, 8), {}),
+    ]
+
+
 BUILDERS: dict[str, Callable[[str], list[Sample]]] = {
     "fbgemm::FloatToBfloat16Quantized": _to_bf16,
     "fbgemm::Bfloat16QuantizedToFloat": _from_bf16,
@@ -49,4 +58,5 @@ BUILDERS: dict[str, Callable[[str], list[Sample]]] = {
     "fbgemm::HFP8QuantizedToFloat": _from_hfp8,
     "fbgemm::FloatToFP8RowwiseQuantized": _to_fp8,
     "fbgemm::FP8RowwiseQuantizedToFloat": _from_fp8,
+    "fbgemm::FloatToPaddedFP8RowwiseQuantized": _to_padded,
 }

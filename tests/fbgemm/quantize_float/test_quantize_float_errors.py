@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fbgemm_npu.native.fbgemm.quantize_float import bfloat16, fp8_rowwise, hfp8
+from fbgemm_npu.native.fbgemm.quantize_float import bfloat16, fp8_rowwise, hfp8, padded
 
 F = torch.ops.fbgemm
 NPU = "npu"
@@ -165,6 +165,31 @@ BAD = {
         "FP8RowwiseQuantizedToFloat",
         "output_dtype",
     ),
+    "padded float64": (
+        lambda: F.FloatToPaddedFP8RowwiseQuantized(X.double().to(NPU), True, 4),
+        "FloatToPaddedFP8RowwiseQuantized",
+        "t",
+    ),
+    "padded 0-D": (
+        lambda: F.FloatToPaddedFP8RowwiseQuantized(X[0, 0].to(NPU), True, 4),
+        "FloatToPaddedFP8RowwiseQuantized",
+        "t",
+    ),
+    "padded row_dim 0": (
+        lambda: F.FloatToPaddedFP8RowwiseQuantized(X.to(NPU), True, 0),
+        "FloatToPaddedFP8RowwiseQuantized",
+        "row_dim",
+    ),
+    "padded row_dim 6": (
+        lambda: F.FloatToPaddedFP8RowwiseQuantized(X.to(NPU), True, 6),
+        "FloatToPaddedFP8RowwiseQuantized",
+        "row_dim",
+    ),
+    "padded row_dim -4": (
+        lambda: F.FloatToPaddedFP8RowwiseQuantized(X.to(NPU), True, -4),
+        "FloatToPaddedFP8RowwiseQuantized",
+        "row_dim",
+    ),
 }
 
 
@@ -185,6 +210,7 @@ def test_bad_input_names_op_and_argument(name: str) -> None:
         lambda v: hfp8.hfp8_to_float_npu(v, 4, 15),
         lambda v: fp8_rowwise.float_to_fp8_rowwise_npu(v, True),
         lambda v: fp8_rowwise.fp8_rowwise_to_float_npu(v, True),
+        lambda v: padded.float_to_padded_fp8_rowwise_npu(v, True, 4),
     ],
 )
 @pytest.mark.parametrize("value", [None, [1.0, 2.0], 3.0])

@@ -11,6 +11,7 @@ import torch
 from conformance.specs.fbgemm.quantize_float.reference import (
     fp8_rowwise_dequantize,
     fp8_rowwise_quantize,
+    padded_fp8_rowwise_quantize,
 )
 
 F = torch.ops.fbgemm
@@ -149,3 +150,24 @@ def test_fp8_rowwise_round_trip_error() -> None:
     back = F.FP8RowwiseQuantizedToFloat(F.FloatToFP8RowwiseQuantized(x.to(NPU), True), True)
     err = (back.cpu()[:, :32] - x).abs()
     assert bool((err <= x.abs() * 2**-4 + x.abs().amax(1, keepdim=True) * 2**-12).all())
+
+
+PADDED_SHAPES = [(7, 10), (1, 10), (10,), (3, 16), (2, 3, 13), (1, 1, 4), (4, 0), (0, 5)]
+
+
+@pytest.mark.parametrize("shape", PADDED_SHAPES, ids=str)
+@pytest.mark.parametrize("row_dim", [4, 8, 12])
+def test_padded_fp8_rowwise_equals_the_reference(shape: tuple[int, ...], row_dim: int) -> None:
+    """Upstream has no CPU kernel (Meta only): the reference from its CUDA kernel, the shape
+    from its Meta kernel.  NaNs mid-bucket and at a bucket's end, inf, zero rows."""
+    x = _rows(shape, torch.float32, sum(shape) + row_dim)
+    if x.dim() == 2 and x.size(1) >= row_dim and x.size(0) >= 3:
+        x[2, row_dim - 1] = float("nan")  # the sequential min / max end on a NaN
+    for dtype in (torch.float32, torch.bfloat16):
+        for forward in (True, False):
+            xin = x.to(dtype)
+            got = F.FloatToPaddedFP8RowwiseQuantized(xin.to(NPU), forward, row_dim).cpu()
+            want = padded_fp8_rowwise_quantize(xin, forward, row_dim)
+            meta = F.FloatToPaddedFP8RowwiseQuantized(xin.to("meta"), forward, row_dim)
+            assert got.shape == want.shape == meta.shape
+            assert torch.equal(got, want)

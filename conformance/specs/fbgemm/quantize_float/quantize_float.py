@@ -1,13 +1,14 @@
 """Specs of the quantize_float ops: bfloat16 and HFP8 against upstream's CPU kernels, bit for bit
 (the outputs compared as their int16 / int32 bit patterns: NaN payloads and ``-0.0`` count);
-FP8 rowwise against the reference written from upstream's CUDA kernels (``reference.py``:
-upstream's CPU kernels raise for every input in 1.8.0), bytes exact and the dequantized values
-compared as bits.
+FP8 rowwise and padded FP8 rowwise against the references written from upstream's CUDA kernels
+(``reference.py``: upstream's CPU kernels raise for every input in 1.8.0, the padded op has
+none), bytes exact and the dequantized values compared as bits.
 
 Inputs: float32 values drawn as bit patterns (every float32 class: NaNs with payloads, infs,
 subnormals, -0.0, exact rounding ties) and as scaled normals; shapes of rank 1 to 3 (HFP8: 2-D,
 as upstream), empty ones included; HFP8 formats over the accepted range (``_hfp8.py``); one
-draw in ten a dtype upstream refuses.  Budgets: the op's entry (``ebits7``, ``half`` paths).
+draw in ten a dtype upstream refuses.  Budgets: the op's entry (``ebits7``, ``half``, ``no_pad``
+paths).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from conformance.harness import BudgetUse, Compare, OpSpec
 from conformance.specs.fbgemm.quantize_float.reference import (
     fp8_rowwise_dequantize,
     fp8_rowwise_quantize,
+    padded_fp8_rowwise_quantize,
 )
 
 F = torch.ops.fbgemm
@@ -141,6 +143,26 @@ def _fp8_dq_budget(output_dtype: int, **_: object) -> BudgetUse:
     return BudgetUse(path=None if output_dtype == 0 else "half")
 
 
+@st.composite
+def _to_padded(draw: st.DrawFn) -> dict[str, object]:
+    x = draw(_to_fp8())
+    return {**x, "row_dim": draw(st.sampled_from((4, 8, 12, 16)))}
+
+
+def _padded_q(t: torch.Tensor, forward: bool, row_dim: int) -> torch.Tensor:
+    return _on(
+        t,
+        lambda: padded_fp8_rowwise_quantize(t, forward, row_dim),
+        lambda: F.FloatToPaddedFP8RowwiseQuantized(t, forward, row_dim),
+    )
+
+
+def _padded_budget(t: torch.Tensor, row_dim: int, **_: object) -> BudgetUse:
+    if t.dtype != torch.float32:
+        return BudgetUse(path="half")
+    return BudgetUse(path="no_pad" if t.size(-1) % row_dim == 0 else None)
+
+
 NAN_ROW = torch.tensor([[float("nan"), 1.0, -2.0, float("inf"), -0.0]])
 SPECS = [
     OpSpec(
@@ -190,5 +212,13 @@ SPECS = [
         inputs=_from_fp8(),
         compare=Compare({}),
         budget=_fp8_dq_budget,
+    ),
+    OpSpec(
+        name="FloatToPaddedFP8RowwiseQuantized",
+        op=_padded_q,
+        inputs=_to_padded(),
+        compare=Compare({}),
+        budget=_padded_budget,
+        examples=({"t": NAN_ROW, "forward": True, "row_dim": 4},),
     ),
 ]

@@ -10,11 +10,12 @@ Python loop over rows (a reference, not a kernel): nothing is shared with fbgemm
 
 from __future__ import annotations
 
+import math
 import struct
 
 import torch
 
-__all__ = ["fp8_rowwise_dequantize", "fp8_rowwise_quantize"]
+__all__ = ["fp8_rowwise_dequantize", "fp8_rowwise_quantize", "padded_fp8_rowwise_quantize"]
 
 F = torch.ops.fbgemm
 EPS = struct.unpack("<f", struct.pack("<f", 1e-20))[0]  # upstream's kEpsilon = 1e-20f
@@ -67,3 +68,55 @@ def fp8_rowwise_dequantize(
         scale = rows[r, cols : cols + 4].contiguous().view(torch.float32)
         out[r] = F.HFP8QuantizedToFloat(rows[r : r + 1, :cols].contiguous(), ebits, bias)[0] / scale
     return out.reshape(*input.shape[:-1], cols).to(OUT[output_dtype])
+
+
+def _seq(values: list[float], keep_first: object) -> float:
+    """The kernel's sequential min / max: ``r = keep_first(r, v) ? r : v`` (a NaN resets)."""
+    r = values[0]
+    for v in values[1:]:
+        r = r if keep_first(r, v) else v
+    return r
+
+
+def padded_fp8_rowwise_quantize(t: torch.Tensor, forward: bool, row_dim: int) -> torch.Tensor:
+    """``_float_to_paddedFP8rowwise_cuda_kernel``'s bytes, bucket by bucket."""
+    if t.dtype not in (torch.float32, torch.float16, torch.bfloat16) or t.dim() < 1:
+        raise RuntimeError("FloatToPaddedFP8RowwiseQuantized: bad 't'")
+    if row_dim <= 0 or row_dim % 4:
+        raise RuntimeError("FloatToPaddedFP8RowwiseQuantized: bad 'row_dim'")
+    ebits, bias, max_pos = _format(forward)
+    x = t.float().contiguous()
+    ncols = x.size(-1)
+    nb = (ncols + row_dim - 1) // row_dim
+    pad = nb * row_dim - ncols
+    lead = tuple(t.shape[:-1])
+    nrows = 1
+    for s in lead:
+        nrows *= s
+    ext = row_dim + 8
+    out = torch.zeros(nrows, nb * ext, dtype=torch.uint8)
+    rows = x.reshape(nrows, ncols)
+    for r in range(nrows if ncols else 0):
+        for b in range(nb):
+            col = b * row_dim
+            vals = rows[r, col : min(col + row_dim, ncols)]
+            lo = _seq(vals.tolist(), lambda a, v: a <= v)
+            hi = _seq(vals.tolist(), lambda a, v: a >= v)
+            m = hi if (hi > -lo or math.isnan(-lo)) and not math.isnan(hi) else -lo
+            if math.isnan(hi) or math.isnan(lo):  # fmaxf: NaN only when both are
+                m = -lo if math.isnan(hi) else hi
+            scale = _f32(max_pos / _f32(EPS + m)) if not math.isnan(m) else math.nan
+            s = torch.tensor([scale], dtype=torch.float32)
+            y = (vals.view(1, -1) * s).contiguous()
+            base = b * ext
+            out[r, base : base + vals.numel()] = F.FloatToHFP8Quantized(y, ebits, bias, max_pos)[0]
+            out[r, base + row_dim : base + row_dim + 4] = s.view(torch.uint8)
+            if b == nb - 1:
+                tag = pad
+            elif nrows == 1:
+                tag = b - (nb - 1)
+            else:
+                tag = -((ncols - col) // row_dim)
+            tt = torch.tensor([tag], dtype=torch.int32)
+            out[r, base + row_dim + 4 : base + ext] = tt.view(torch.uint8)
+    return out.reshape(*lead, nb * ext)

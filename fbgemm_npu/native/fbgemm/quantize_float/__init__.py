@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
-from fbgemm_npu.native.fbgemm.quantize_float import bfloat16, fp8_rowwise, hfp8
+from fbgemm_npu.native.fbgemm.quantize_float import bfloat16, fp8_rowwise, hfp8, padded
 from fbgemm_npu.native.fbgemm.quantize_float.budgets import BUDGETS
 
 # every kernel checks its tensor arguments first (None, objects): native/_checks.py
-KERNELS = guard_tensor_arguments(merge_kernels(bfloat16.KERNELS, hfp8.KERNELS, fp8_rowwise.KERNELS))
+KERNELS = guard_tensor_arguments(
+    merge_kernels(bfloat16.KERNELS, hfp8.KERNELS, fp8_rowwise.KERNELS, padded.KERNELS)
+)
 SCHEMAS: dict[str, str] = {}
 
 __all__ = ["BUDGETS", "KERNELS", "SCHEMAS"]

@@ -27,4 +27,13 @@ BUDGETS: dict[str, Budget] = {
     "fbgemm::FloatToFP8RowwiseQuantized": Budget(launches=32, ai_cpu=0, paths={"half": 33}),
     # the scale bytes' copy, _hfp8.decode (11), div_; half: the cast to float16 / bfloat16
     "fbgemm::FP8RowwiseQuantizedToFloat": Budget(launches=13, ai_cpu=0, paths={"half": 14}),
+    # the zero output, pad, isnan, cast, sum, cumsum, sub, 2 eq, logical_and, the pad columns
+    # out of the kept mask (fill + copy), where (fill + where) + amax, the same + amin, sum,
+    # eq, neg_, maximum, where (fill + where), full_like, add_, div_, the product,
+    # _hfp8.encode (21), the codes' copy, the pad codes' fill, the scale copy, the tags (mul,
+    # add_, floor_divide_, neg_, fill_) and their copy.  half: the float32 cast; one_row: the
+    # tags by one sub (3 fewer); no_pad (ncols a multiple of row_dim): no pad-column fills
+    "fbgemm::FloatToPaddedFP8RowwiseQuantized": Budget(
+        launches=58, ai_cpu=0, paths={"half": 59, "one_row": 55, "no_pad": 55}
+    ),
 }
