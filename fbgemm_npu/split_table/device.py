@@ -30,6 +30,14 @@ since line-level assumptions may have moved):
 |   | ``torch.cuda.current_stream`` answers ``torch.npu.current_stream`` during the call.  Why:
 |   | ``prefetch`` evaluates ``torch.cuda.current_stream()`` unconditionally (1.8.0 line ~2961);
 |   | with no cache on npu it then only prepares the inputs and books the timestep.
+| 5 | ``IntNBitTableBatchedEmbeddingBagsCodegen.__init__`` (module ``..._inference``): npu device
+|   | with a table at ``EmbeddingLocation.MANAGED`` or ``MANAGED_CACHING`` ->
+|   | ``NotImplementedError`` naming the table (as 2; upstream would fail in
+|   | ``new_unified_tensor`` or ``torch.cuda.get_device_properties``); built on npu, its layout
+|   | (``D_offsets``, ``weights_tys``) is handed to the lookup's host cache.
+| 6 | ``IntNBitTableBatchedEmbeddingBagsCodegen.initialize_logical_weights_placements_and_offsets``:
+|   | on npu, the new ``weights_offsets`` / ``weights_placements`` are handed to that cache too,
+|   | so no forward reads the layout back (torchrec builds upstream's class directly).
 
 Checked on npu and needing no patch (the tests exercise each): ``split_embedding_weights()``
 (offsets and placements are host lists), ``split_optimizer_states()``, ``get_optimizer_state()``,
@@ -53,10 +61,12 @@ import functools
 import inspect
 import warnings
 from collections.abc import Callable, Iterator
+from itertools import accumulate
 from typing import Any
 
 import fbgemm_gpu
 import torch
+from fbgemm_gpu import split_table_batched_embeddings_ops_inference as _inference
 from fbgemm_gpu import split_table_batched_embeddings_ops_training as _training
 from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
 from fbgemm_gpu.tbe.config.embedding_config import ComputeDevice
@@ -68,6 +78,7 @@ PATCHED_FOR = "1.8.0"
 
 _SPLIT = _training.SplitTableBatchedEmbeddingBagsCodegen
 _DENSE = _training.DenseTableBatchedEmbeddingBagsCodegen
+_INT_NBIT = _inference.IntNBitTableBatchedEmbeddingBagsCodegen
 _MARK = "__fbgemm_npu_patch__"
 _UNSUPPORTED_ON_NPU = (EmbeddingLocation.MANAGED, EmbeddingLocation.MANAGED_CACHING)
 
@@ -183,11 +194,69 @@ def _prefetch(orig: Callable[..., None]) -> Callable[..., None]:
     return prefetch
 
 
+def _register_int_nbit_layout(tbe: Any) -> None:
+    """Seed the inference lookup's host cache with an IntNBit TBE's layout (host lists only)."""
+    from fbgemm_npu.split_table import register_host_values
+
+    ftm = tbe.feature_table_map
+    specs = tbe.embedding_specs
+    dims = [int(specs[t][2]) for t in ftm]
+    seeds = [
+        (getattr(tbe, "D_offsets", None), [0, *accumulate(dims)]),
+        (getattr(tbe, "weights_tys", None), [int(specs[t][3].as_int()) for t in ftm]),
+    ]
+    offsets = getattr(tbe, "weights_physical_offsets", None)
+    placements = getattr(tbe, "weights_physical_placements", None)
+    if offsets is not None and placements is not None:
+        seeds.append((getattr(tbe, "weights_offsets", None), [offsets[t] for t in ftm]))
+        seeds.append((getattr(tbe, "weights_placements", None), [placements[t] for t in ftm]))
+    for buf, values in seeds:
+        if isinstance(buf, torch.Tensor) and buf.numel() == len(values):
+            register_host_values(buf, values)
+
+
+def _int_nbit_init(orig: Callable[..., None]) -> Callable[..., None]:
+    sig = inspect.signature(orig)
+
+    @functools.wraps(orig)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        bound = sig.bind(self, *args, **kwargs)
+        device = bound.arguments.get("device")
+        if _is_npu(device):
+            for t, spec in enumerate(bound.arguments.get("embedding_specs") or []):
+                if len(spec) > 4 and spec[4] in _UNSUPPORTED_ON_NPU:
+                    raise NotImplementedError(
+                        f"IntNBitTableBatchedEmbeddingBagsCodegen on {torch.device(device)}: "
+                        f"table {t} has EmbeddingLocation.{EmbeddingLocation(spec[4]).name}, "
+                        "which needs unified memory and the CUDA software cache; an npu device "
+                        "supports EmbeddingLocation.DEVICE"
+                    )
+        orig(*bound.args, **bound.kwargs)
+        if getattr(self, "current_device", torch.device("cpu")).type == "npu":
+            _register_int_nbit_layout(self)
+
+    setattr(__init__, _MARK, orig)
+    return __init__
+
+
+def _int_nbit_offsets(orig: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(orig)
+    def initialize_logical_weights_placements_and_offsets(self: Any) -> None:
+        orig(self)
+        if getattr(self, "current_device", torch.device("cpu")).type == "npu":
+            _register_int_nbit_layout(self)
+
+    setattr(initialize_logical_weights_placements_and_offsets, _MARK, orig)
+    return initialize_logical_weights_placements_and_offsets
+
+
 # (class, attribute, wrapper factory): the table of the module docstring, in code.
 PATCHES: tuple[tuple[type, str, Callable[[Callable[..., Any]], Callable[..., Any]]], ...] = (
     (_SPLIT, "__init__", _split_init),
     (_DENSE, "__init__", _dense_init),
     (_SPLIT, "prefetch", _prefetch),
+    (_INT_NBIT, "__init__", _int_nbit_init),
+    (_INT_NBIT, "initialize_logical_weights_placements_and_offsets", _int_nbit_offsets),
 )
 
 

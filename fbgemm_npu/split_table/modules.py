@@ -14,7 +14,6 @@ layout registration, ``prefetch``) is the constructor patch of
 from __future__ import annotations
 
 import inspect
-from itertools import accumulate
 from typing import Any
 
 import torch
@@ -22,7 +21,6 @@ from fbgemm_gpu import split_table_batched_embeddings_ops_inference as _inferenc
 from fbgemm_gpu import split_table_batched_embeddings_ops_training as _training
 from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
 
-from fbgemm_npu.native.fbgemm.tbe._utils import register_host_values
 from fbgemm_npu.split_table.device import _cuda_absent_npu_present, _current_npu_device
 
 __all__ = [
@@ -98,12 +96,10 @@ class IntNBitTableBatchedEmbeddingBagsCodegen(_inference.IntNBitTableBatchedEmbe
       ``torch.cuda.current_device()``), and tables the specs place at
       ``EmbeddingLocation.HOST`` (a script written for a CPU host) are placed at
       ``EmbeddingLocation.DEVICE``, which upstream requires off the CPU;
-    * on an npu device, ``EmbeddingLocation.MANAGED`` / ``MANAGED_CACHING`` tables are refused
-      (``NotImplementedError`` naming the table): they need unified memory and the CUDA
-      software cache (upstream would fail in ``torch.cuda.get_device_properties``);
-    * the layout (``D_offsets``, ``weights_tys``, then ``weights_offsets`` /
-      ``weights_placements`` when the weights are placed) is handed to the lookup's host cache
-      from the module's host lists, so no forward reads it back.
+    * on an npu device (this class or upstream's: the constructor patches 5 and 6 of
+      :mod:`fbgemm_npu.split_table.device`), ``EmbeddingLocation.MANAGED`` /
+      ``MANAGED_CACHING`` tables are refused by name, and the layout is handed to the lookup's
+      host cache from the module's host lists, so no forward reads it back.
 
     ``device="cpu"`` builds on the CPU, as upstream.
     """
@@ -112,56 +108,15 @@ class IntNBitTableBatchedEmbeddingBagsCodegen(_inference.IntNBitTableBatchedEmbe
         upstream = _inference.IntNBitTableBatchedEmbeddingBagsCodegen
         if int_nbit_lookup_on_npu():
             bound = inspect.signature(upstream.__init__).bind(None, *args, **kwargs)
-            defaulted = bound.arguments.get("device") is None and _cuda_absent_npu_present()
-            args, kwargs = _with_default_device(upstream, args, kwargs)
-            bound = inspect.signature(upstream.__init__).bind(None, *args, **kwargs)
-            if _on_npu(bound.arguments.get("device")):
-                specs = list(bound.arguments["embedding_specs"])
-                if defaulted:
-                    specs = [(*s[:4], _DEVICE if s[4] == _HOST else s[4]) for s in specs]
-                _refuse_managed(specs)
-                bound.arguments["embedding_specs"] = specs
+            if bound.arguments.get("device") is None and _cuda_absent_npu_present():
+                bound.arguments["device"] = _current_npu_device()
+                # a CPU host's script: HOST tables, which upstream refuses off the CPU
+                bound.arguments["embedding_specs"] = [
+                    (*s[:4], _DEVICE if s[4] == _HOST else s[4])
+                    for s in bound.arguments["embedding_specs"]
+                ]
                 args, kwargs = bound.args[1:], bound.kwargs
         super().__init__(*args, **kwargs)
-        if self.current_device.type == "npu":
-            self._register_layout()
-
-    def initialize_logical_weights_placements_and_offsets(self) -> None:
-        super().initialize_logical_weights_placements_and_offsets()
-        if self.current_device.type == "npu":
-            self._register_layout()
-
-    def _register_layout(self) -> None:
-        """Seed the lookup's host cache with the layout buffers' values (host lists only)."""
-        ftm = self.feature_table_map
-        dims = [int(self.embedding_specs[t][2]) for t in ftm]
-        seeds = [
-            (getattr(self, "D_offsets", None), [0, *accumulate(dims)]),
-            (getattr(self, "weights_tys", None),
-             [int(self.embedding_specs[t][3].as_int()) for t in ftm]),
-        ]  # fmt: skip
-        offsets = getattr(self, "weights_physical_offsets", None)
-        placements = getattr(self, "weights_physical_placements", None)
-        if offsets is not None and placements is not None:
-            seeds.append((getattr(self, "weights_offsets", None), [offsets[t] for t in ftm]))
-            seeds.append((getattr(self, "weights_placements", None), [placements[t] for t in ftm]))
-        for buf, values in seeds:
-            if isinstance(buf, torch.Tensor) and buf.numel() == len(values):
-                register_host_values(buf, values)
-
-
-def _on_npu(device: Any) -> bool:
-    return device is not None and not isinstance(device, int) and torch.device(device).type == "npu"
-
-
-def _refuse_managed(specs: list[tuple[Any, ...]]) -> None:
-    for t, spec in enumerate(specs):
-        if spec[4] in (EmbeddingLocation.MANAGED, EmbeddingLocation.MANAGED_CACHING):
-            raise NotImplementedError(
-                f"IntNBitTableBatchedEmbeddingBagsCodegen on npu: table {t} has "
-                f"EmbeddingLocation.{EmbeddingLocation(spec[4]).name}, which needs unified memory "
-                "and the CUDA software cache; an npu device supports EmbeddingLocation.DEVICE"
-            )
 
 
 for _cls in (SplitTableBatchedEmbeddingBagsCodegen, IntNBitTableBatchedEmbeddingBagsCodegen):

@@ -87,3 +87,19 @@ def test_managed_tables_are_refused_on_npu(location: L) -> None:
     match = rf"table 1 has EmbeddingLocation.{location.name}"
     with pytest.raises(NotImplementedError, match=match):
         modules.IntNBitTableBatchedEmbeddingBagsCodegen(specs)
+    with pytest.raises(NotImplementedError, match=match):  # upstream's class: device.py patch 5
+        up.IntNBitTableBatchedEmbeddingBagsCodegen(specs, device=NPU)
+
+
+def test_upstream_class_on_npu_reads_nothing_back() -> None:
+    """torchrec builds upstream's class directly: patches 5 and 6 of split_table/device.py seed
+    the layout, so even the first forward has no sync (nor a blocking upload)."""
+    cpu = cpu_module([S.INT8, S.FP16], [8, 16], rows=9, row_alignment=None)
+    npu = _npu_copy(up.IntNBitTableBatchedEmbeddingBagsCodegen, cpu, PoolingMode.SUM, S.FP32,
+                    device=NPU)  # fmt: skip
+    indices, offsets, _ = _batch(2, 4, 9, torch.int32, 7)
+    args = (indices.to(NPU), offsets.to(NPU))
+    with count() as c:
+        got = npu(*args)
+    assert c.syncs == 0 and c.stalls == 0, c.summary()
+    torch.testing.assert_close(got.cpu(), cpu(indices, offsets), rtol=1e-5, atol=1e-5)
