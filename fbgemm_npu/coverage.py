@@ -126,15 +126,6 @@ _ISSUE_14 = (
 # Served by the next issue (inference and quantisation): an op leaves this list when it is served.
 _QUANTIZED = frozenset(
     {
-        "fbgemm::FloatOrHalfToFused8BitRowwiseQuantized",
-        "fbgemm::FloatToFused8BitRowwiseQuantized",
-        "fbgemm::FloatToFused8BitRowwiseQuantizedOut",
-        "fbgemm::Fused8BitRowwiseQuantizedToBfloat16",
-        "fbgemm::Fused8BitRowwiseQuantizedToFloat",
-        "fbgemm::Fused8BitRowwiseQuantizedToFloatOrHalf",
-        "fbgemm::Fused8BitRowwiseQuantizedToFloatOut",
-        "fbgemm::Fused8BitRowwiseQuantizedToHalf",
-        "fbgemm::HalfToFused8BitRowwiseQuantized",
     }
 )
 _OUT_OF_SCOPE = {f"fbgemm::{name}": _NO_UVM for name in _UVM}
