@@ -105,3 +105,22 @@ def test_fp8_minus_one_is_skipped() -> None:
                 ref[b] += single[i]
     got = _call(to_device((args, kwargs), "npu")[1]).cpu()
     torch.testing.assert_close(got.double(), ref, rtol=1e-6, atol=1e-6)
+
+
+def test_negative_weights_offsets_are_refused() -> None:
+    kwargs = _npu()
+    kwargs["weights_offsets"] = torch.tensor([0, -64], device="npu")
+    with pytest.raises(ValueError, match=rf"{NAME}.*'weights_offsets'"):
+        _call(kwargs)
+
+
+def test_no_bags_gives_upstreams_zeros() -> None:
+    """Offsets too short for one bag per feature (B = 0): upstream returns zeros, for NONE one
+    row per index."""
+    for pooling in (0, 2):
+        args, kwargs = lookup_case([S.INT8, S.INT8], [8, 8], pooling=pooling, minus_one=False)
+        kwargs["offsets"] = kwargs["offsets"][:1]
+        want = F.int_nbit_split_embedding_codegen_lookup_function(*args, **kwargs)
+        got = _call(to_device((args, kwargs), "npu")[1]).cpu()
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want)

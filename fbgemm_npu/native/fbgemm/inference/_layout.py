@@ -108,6 +108,8 @@ def _build(
                 f"{op}: argument 'weights_tys' gives feature {t} the unsupported SparseType {ty} "
                 f"(supported: {', '.join(f'{n} ({c})' for c, n in NAMES.items())})"
             )
+        if w_off[t] < 0:
+            raise _refuse(op, "weights_offsets", f"holds {w_off[t]} for feature {t}: expected >= 0")
         if D < 0:
             raise _refuse(op, "D_offsets", f"must be non-decreasing, got {list(d_off)}")
         if ty in INT_TYPES and D * INT_TYPES[ty] % 8:

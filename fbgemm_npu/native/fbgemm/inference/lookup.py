@@ -196,7 +196,7 @@ def int_nbit_split_embedding_codegen_lookup_function_npu(
     B = max((offsets.numel() - 1) // T, 0)
     N = indices.numel()
     width = plan.total_D + (4 if out_dtype == torch.uint8 else 0)
-    if nobag and N == 0 or not nobag and (B == 0 or N == 0):
+    if B == 0 or N == 0:  # upstream's zeros (NONE: one row per index)
         return torch.zeros((N if nobag else B), width, dtype=out_dtype, device=dev)
     off = offsets[: T * B + 1]
     checks = DataChecks(op)
@@ -221,7 +221,7 @@ def int_nbit_split_embedding_codegen_lookup_function_npu(
         else dev_weights.reshape(-1)  # fmt: skip
     if src.numel() == 0:
         src = torch.zeros(1, dtype=torch.uint8, device=dev)
-    pos = (start.unsqueeze(1) + arange_cached(plan.W, dev)).clamp_(max=src.numel() - 1)
+    pos = (start.unsqueeze(1) + arange_cached(plan.W, dev)).clamp_(0, src.numel() - 1)
     raw = src.index_select(0, pos.view(-1)).view(N, plan.W)
     keep = idx >= info[:, KEEP]  # a real feature's row, not -1
     fp8 = (fp8_exponent_bits or -1, fp8_exponent_bias or -1)
