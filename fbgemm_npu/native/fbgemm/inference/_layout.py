@@ -97,10 +97,11 @@ def _build(
     d_off, w_off, tys, places = values
     T = len(w_off)
     if nobag_D is None and len(d_off) != T + 1:
-        raise _refuse(op, "D_offsets", f"must have {T + 1} elements (weights_offsets has {T})")
+        raise _refuse(op, "D_offsets", f"must have {T + 1} elements (weights_offsets has {T}), "
+                      f"got {len(d_off)}")  # fmt: skip
     for arg, v in (("weights_tys", tys), ("weights_placements", places)):
         if len(v) != T:
-            raise _refuse(op, arg, f"must have {T} elements (weights_offsets has {T})")
+            raise _refuse(op, arg, f"must have {T} elements, as weights_offsets, got {len(v)}")
     dims = [nobag_D if nobag_D is not None else d_off[t + 1] - d_off[t] for t in range(T)]
     for t, (D, ty, p) in enumerate(zip(dims, tys, places, strict=True)):
         if ty not in NAMES:
