@@ -57,6 +57,8 @@ def test_quantize_extremes_are_bit_exact() -> None:
             [1e-30, 2e-30, -3e-30, 0.0],  # tiny range, below the epsilon
             [1e6, 1e6 + 0.0625, 1e6 + 0.125, 1e6 + 1],  # far from zero
             [float("inf"), 1.0, 2.0, 3.0],
+            [float("inf")] * 4,  # upstream's start values: bias FLT_MAX
+            [-float("inf")] * 4,
         ]
     )
     want = F.FloatToFused8BitRowwiseQuantized(x)

@@ -6,14 +6,14 @@ Inputs: 2-D to 4-D rows (the last dim quantized), widths 0 to 70 (not only multi
 10**4, plus an offset up to 10**5), some rows constant; float32, float16 where the op takes it.
 One example in ten is a rank or dtype upstream refuses (1-D, or bfloat16 for ``FloatOrHalf``):
 ours must raise too.  Not drawn: NaN (upstream's vector min / max keep or drop it by lane), -0.0
-next to +0.0 (the sign of the stored min follows upstream's lane order), rows all +inf or all
--inf (upstream's min / max start at FLT_MAX / -FLT_MAX, so such a row stores FLT_MAX, not inf:
-ours stores the row's inf; a row holding any finite value is matched), other dtypes for
+next to +0.0 (the sign of the stored min follows upstream's lane order), other dtypes for
 ``FloatTo...`` / ``HalfTo...`` (upstream reads their memory as float32 / float16; ours refuses
 them by name: tests/fbgemm/quantize_8bit/).  Oracle: upstream, exact (uint8).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from hypothesis import strategies as st
@@ -34,8 +34,10 @@ def rows(draw: st.DrawFn, dtype: torch.dtype) -> torch.Tensor:
     x = torch.randn(*lead, n, generator=g) * scale * torch.rand(*lead, 1, generator=g)
     x = x + torch.randn(*lead, 1, generator=g) * 10 ** draw(st.integers(0, 5))
     x[torch.rand(*lead, generator=g) < 0.1] = 3.0  # constant rows
-    if dtype == torch.float16:  # finite in float16 (infinities: module docstring)
+    if dtype == torch.float16:  # in float16's range
         x = x.clamp(-6e4, 6e4)
+    if x.numel() and draw(st.integers(0, 9)) == 0:  # an infinity, or a row of them
+        x.view(-1, n)[0, : draw(st.integers(1, n))] = draw(st.sampled_from((1.0, -1.0))) * math.inf
     return x.to(dtype)
 
 
@@ -70,6 +72,7 @@ _FLOAT_EXAMPLES = tuple(
         torch.ones(2, 7),
         torch.tensor([[3e38, -3e38, 0.0], [1e-30, -1e-30, 0.0]]),  # infinite / tiny ranges
         torch.tensor([[1e6, 1e6 + 0.0625, 1e6 + 1]]),
+        torch.tensor([[float("inf")] * 3, [-float("inf")] * 3, [float("inf"), 1.0, -2.0]]),
         torch.ones(4),  # 1-D: upstream raises
     )
 )

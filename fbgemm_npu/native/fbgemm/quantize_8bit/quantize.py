@@ -18,11 +18,10 @@ runs on its AI CPU), the data bytes by a float-to-uint8 copy of integral values.
 float32 (``FloatTo...``), float16 (``HalfTo...``), either (``FloatOrHalfTo...``); upstream reads
 any other dtype's memory as its own (``FloatTo...`` on float16 reads past the buffer), ours
 refuses it naming the op and ``t``.  A non-contiguous input is quantized as its values say
-(upstream reads its memory in storage order).  NaN inputs are not matched (upstream's vector
-``min`` / ``max`` drop or keep a NaN by its lane), nor rows that are all +inf or all -inf
-(upstream's min / max start at ``FLT_MAX`` / ``-FLT_MAX``: such a row stores ``FLT_MAX`` where
-ours stores its ``inf``); a row with any finite value is matched, infinities included.
-Launches: budgets.py.
+(upstream reads its memory in storage order).  Upstream's min / max start at ``FLT_MAX`` /
+``-FLT_MAX``, so a row all +inf stores ``bias = FLT_MAX`` (scale inf), and so does ours (the
+min clamped to ``FLT_MAX``, the max to ``-FLT_MAX``).  NaN inputs are not matched
+(upstream's vector ``min`` / ``max`` drop or keep a NaN by its lane).  Launches: budgets.py.
 """
 
 from __future__ import annotations
@@ -57,11 +56,13 @@ def quantize_rows_into(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Write the fused 8-bit rows of float32 / float16 ``x`` into the uint8 ``out`` of shape
     :func:`out_shape` and return it.
 
-    Math (module docstring): ``mn, mx = aminmax(x, -1)``, ``r = mx - mn``, ``out[..., n:] =
+    Math (module docstring): ``mn, mx = aminmax(x, -1)`` clamped to ``[-FLT_MAX, FLT_MAX]``
+    (upstream's start values), ``r = mx - mn``, ``out[..., n:] =
     bytes([r / 255, mn])``, ``out[..., :n] = nan_to_num(round((x - mn) * (255 / (r +
-    1e-8))))``.  Launches: the float32 cast (float16 only), ``aminmax``, ``sub``, ``div``,
+    1e-8))))``.  Launches: the float32 cast (float16 only), ``aminmax``, 2 ``clamp_``, ``sub``,
+    ``div``,
     ``cat``, the byte ``copy_``, ``add``, ``full`` (the 255 divided), ``div``, ``sub``,
-    ``mul_``, ``round_``, ``nan_to_num_``, the uint8 ``copy_``: 13 (14 for float16); an empty
+    ``mul_``, ``round_``, ``nan_to_num_``, the uint8 ``copy_``: 15 (16 for float16); an empty
     row: 2 fills; no rows: none.
     """
     n = x.shape[-1]
@@ -74,6 +75,9 @@ def quantize_rows_into(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         return out
     x = x.float()  # a float16 row widened (exact); float32: no launch
     mn, mx = torch.aminmax(x, dim=-1, keepdim=True)
+    # upstream's min / max start at FLT_MAX / -FLT_MAX: a row all +inf (-inf) keeps them
+    mn.clamp_(max=FLT_MAX)
+    mx.clamp_(min=-FLT_MAX)
     r = mx - mn
     # scale and bias as upstream stores them: float32 bytes, little end first
     out[..., n:].copy_(torch.cat([r / 255.0, mn], dim=-1).view(torch.uint8))
@@ -94,26 +98,26 @@ def _quantize(op: str, t: object, dtypes: tuple[torch.dtype, ...]) -> torch.Tens
 
 def float_to_fused8bit_npu(t: torch.Tensor) -> torch.Tensor:
     """``FloatToFused8BitRowwiseQuantized``: float32 ``[..., n]`` to uint8 ``[..., n + 8]``
-    (module docstring); 13 launches."""
+    (module docstring); 15 launches."""
     return _quantize(FLOAT, t, (torch.float32,))
 
 
 def half_to_fused8bit_npu(t: torch.Tensor) -> torch.Tensor:
     """``HalfToFused8BitRowwiseQuantized``: float16 ``[..., n]`` to uint8 ``[..., n + 8]``
-    (module docstring); 14 launches (the float32 cast first)."""
+    (module docstring); 16 launches (the float32 cast first)."""
     return _quantize(HALF, t, (torch.float16,))
 
 
 def float_or_half_to_fused8bit_npu(t: torch.Tensor) -> torch.Tensor:
     """``FloatOrHalfToFused8BitRowwiseQuantized``: float32 or float16 rows (upstream refuses
-    bfloat16); 13 launches, 14 for float16."""
+    bfloat16); 15 launches, 16 for float16."""
     return _quantize(FLOAT_OR_HALF, t, (torch.float32, torch.float16))
 
 
 def float_to_fused8bit_out_npu(output: torch.Tensor, input: torch.Tensor) -> torch.Tensor:
     """``FloatToFused8BitRowwiseQuantizedOut``: the rows of float32 ``input`` written into the
     uint8 ``output``, resized to ``[..., n + 8]`` as upstream's ``resize_`` does, and returned.
-    13 launches (the same steps, written in place)."""
+    15 launches (the same steps, written in place)."""
     x = check_rows(FLOAT_OUT, "input", input, (torch.float32,))
     out = check_output(FLOAT_OUT, output, torch.uint8, x)
     out.resize_(out_shape(x))
