@@ -42,8 +42,9 @@ INT_TYPES = {INT8: 8, INT4: 4, INT2: 2}  # bits per value; 4 bytes of half scale
 _FLOAT_BYTES = {FP32: 4, FP16: 2, FP8: 1}
 # placements (fbgemm_gpu's PlacementType): DEVICE, MANAGED, MANAGED_CACHING, HOST
 DEVICE, MANAGED, MANAGED_CACHING, HOST = 0, 1, 2, 3
-# ftab columns: byte base, row bytes, largest row (clamp), check bounds lo / hi, keep bound,
-# output granule row (pooled: past the plan's spare rows); then one lim column per type present
+# ftab columns: row base and row width (both in granules of Plan.q bytes), largest row
+# (clamp), check bounds lo / hi, keep bound, output granule row; then one lim column per type
+# present
 BASE, ROWB, RMAX, LO, HI, KEEP, DCOL = range(7)
 COLS = 7
 _FAR = 1 << 62
@@ -79,7 +80,8 @@ class Plan:
     ftab: torch.Tensor
     uvm: bool
     cols: torch.Tensor | None  # [total_D] int64: the feature of each output column (pooled)
-    pad: int  # spare granule rows before the pooled output's (row 0 takes what is dropped)
+    pad: int  # spare granule rows after the pooled output's (they take what is dropped)
+    q: int  # bytes per gathered granule (ftab's base and row bytes are in granules)
 
 
 def _refuse(op: str, arg: str, what: str) -> ValueError:
@@ -126,7 +128,10 @@ def _build(
     starts = sorted({*w_off})
     types = tuple(sorted({*tys}))
     g = math.gcd(*dims) or 1
-    pad = max(max(dims, default=0) // g, 1)  # spare rows first: where dropped values go
+    # the byte granule q: every row start is a multiple (the gather reads [N, W / q] granules
+    # of q bytes, an index per granule instead of per byte)
+    q = math.gcd(*w_off, *rbytes, *([numels[False]] if any(uses_uvm) else [])) or 1
+    pad = max(max(dims, default=0) // g, 1)  # spare rows after the output's: dropped values
     rows = []
     for t in range(T):
         start, numel, rb = w_off[t], numels[uses_uvm[t]], rbytes[t]
@@ -135,22 +140,22 @@ def _build(
         n = max((end - start) // rb, 0) if rb else 0
         base = start + (numels[False] if uses_uvm[t] else 0)
         lims = [dims[t] // g if tys[t] == ty else 0 for ty in types]
-        dcol = 0 if nobag_D is not None else d_off[t] // g + pad
-        rows.append([base, rb, max(n - 1, 0), -1, n, 0, dcol, *lims])
+        dcol = 0 if nobag_D is not None else d_off[t] // g
+        rows.append([base // q, rb // q, max(n - 1, 0), -1, n, 0, dcol, *lims])
     dummy = [0, 0, 0, -_FAR, _FAR, _FAR, 0, *([0] * len(types))]
     tdims = tuple(max(d for d, ty in zip(dims, tys, strict=True) if ty == x) for x in types)
     uniform = tuple(
         all(d == tdims[i] for d, ty in zip(dims, tys, strict=True) if ty == x)
         for i, x in enumerate(types)
     )
-    W = max(rbytes, default=0)
-    W = max((W + 3) // 4 * 4, 4)  # FP32 rows are read as a float32 view of the window
+    step = q * 4 // math.gcd(q, 4)  # FP32 rows are read as a float32 view of the window
+    W = max((max(rbytes, default=0) + step - 1) // step * step, step)
     ftab = upload([dummy, *rows, dummy], torch.int64, device)
     total_D = d_off[-1] if nobag_D is None else nobag_D
     cols = None
     if nobag_D is None:
         cols = upload([t for t in range(T) for _ in range(dims[t])], torch.int64, device)
-    return Plan(T, total_D, types, tdims, uniform, g, W, ftab, any(uses_uvm), cols, pad)
+    return Plan(T, total_D, types, tdims, uniform, g, W, ftab, any(uses_uvm), cols, pad, q)
 
 
 def get_plan(

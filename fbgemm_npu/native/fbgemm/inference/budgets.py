@@ -7,20 +7,20 @@ from fbgemm_npu.native.family import Budget
 
 BUDGETS: dict[str, Budget] = {
     # main path: two INT8 tables of one D, SUM, float32 output.  Slots by segment ids (clamp,
-    # index_add, cumsum), slot feature (add, floor_divide), the plan row gather, clamp, row
-    # start (addcmul), the byte window (add, clamp_, one uint8 index_select), keep (ge), bag
-    # (sub), target (add, mul by keep), the float32 buffer's zeros; INT8 decode (scale / bias
-    # cast, byte cast, addcmul) and the index_add_.  Per type: FP32 decodes by a view (-3), FP16
-    # by a cast (-2), FP8 by the table gather (-1), INT4 / INT2 +2 (floor_divide, remainder); a
-    # type of several D or among others +3 (lt, arange add, mul by the mask), one D of several
-    # granules +1; weights +1 (mul) per type; MEAN +5 (sub, clamp_min_, reciprocal,
-    # index_select, mul_); FP16 output +1, BF16 +3 (add, floor_divide, int16 cast: upstream's
-    # rounding, half away from zero); NONE: no target or buffer, a where per type (its scalar
-    # zero filled once; +2 per type among others: gt, logical_and).  checks: non_decreasing (2),
-    # the index bounds (ge, lt, logical_and, all) and the queued check's 5.  uvm: a feature
-    # placed MANAGED reads uvm_weights, joined to dev_weights by one cat (+1).  worst /
-    # nobag_worst: all six types with every extra, the ceilings of any call (the conformance
-    # spec's).  A layout not seen before reads its host values once (the module seeds them)
+    # index_add, cumsum), slot feature (add, floor_divide), the plan row gather, clamp, row start
+    # (addcmul), the byte window (add, clamp_, one index_select of q-byte granules), keep (ge), bag
+    # (sub), target (add, where), the float32 buffer's zeros; INT8 decode (scale / bias cast,
+    # byte cast, addcmul) and the index_add_.  Per type: FP32 decodes by a view (-3), FP16 by a cast
+    # (-2), FP8 by the table gather (-1), INT4 / INT2 +2 (floor_divide, remainder); a type of
+    # several D or among others +3 (lt, arange add, where), one D of several granules +1;
+    # weights +1 (mul) per type; MEAN +5 (sub, clamp_min_, reciprocal, index_select, mul_); FP16
+    # output +1, BF16 +3 (add, floor_divide, int16 cast: upstream's rounding, half away from zero);
+    # NONE: no target or buffer, a where per type (its scalar zero filled once; +2 per type among
+    # others: gt, logical_and).  checks: non_decreasing (2), the index bounds (ge, lt, logical_and,
+    # all) and the queued check's 5.  uvm: a feature placed MANAGED reads uvm_weights, joined to
+    # dev_weights by one cat (+1).  worst / nobag_worst: all six types with every extra, the
+    # ceilings of any call (the conformance spec's).  A layout not seen before reads its host values
+    # once (the module seeds them)
     "fbgemm::int_nbit_split_embedding_codegen_lookup_function": Budget(
         launches=20,
         checks=11,

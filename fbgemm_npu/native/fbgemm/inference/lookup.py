@@ -20,11 +20,12 @@ round half away from zero) and, for NONE with INT8 weights, INT8.
 The program (no loop over features or bags; a loop over the weight types present, at most 6):
 slot of every index position by segment ids over ``offsets``; its feature's plan row (one
 gather of ``ftab``: byte base, row bytes, bounds, output column, per-type column counts); the
-byte window of every index's row in one uint8 gather ``[N, W]``; then per type, the rows
-decoded (``_dequant.py``), scaled by the weights, and pooled by one ``index_add_`` into a
-float32 ``[pad + B total_D / g, g]`` buffer (``g`` the gcd of the dims: a row of ``D`` values is
-``D / g`` granules), rows of other types, other columns and -1 indices sent to its ``pad`` spare
-rows in front (the target row times the 0 / 1 mask).
+byte window of every index's row in one uint8 gather ``[N, W]`` (of ``q``-byte granules,
+``q`` the gcd of the row starts and widths: one index per granule, not per byte); then per
+type, the rows decoded (``_dequant.py``), scaled by the weights, and pooled by one
+``index_add_`` into a float32 ``[B total_D / g + pad, g]`` buffer (``g`` the gcd of the dims:
+a row of ``D`` values is ``D / g`` granules), rows of other types, other columns and -1
+indices sent to its ``pad`` spare rows at the end.
 MEAN then multiplies by ``1 / len`` per output column.  Mixed types cost one pass each over
 every index (rows of other types are decoded, then discarded).  Budgets: ``budgets.py``.
 """
@@ -219,10 +220,11 @@ def int_nbit_split_embedding_codegen_lookup_function_npu(
     start = torch.addcmul(info[:, BASE], row, info[:, ROWB])
     src = torch.cat([dev_weights.reshape(-1), uvm_weights.reshape(-1)]) if plan.uvm \
         else dev_weights.reshape(-1)  # fmt: skip
-    if src.numel() == 0:
-        src = torch.zeros(1, dtype=torch.uint8, device=dev)
-    pos = (start.unsqueeze(1) + arange_cached(plan.W, dev)).clamp_(0, src.numel() - 1)
-    raw = src.index_select(0, pos.view(-1)).view(N, plan.W)
+    q, M = plan.q, src.numel() // plan.q
+    # [M, q] granules of the buffer (every row starts at a granule); none: a zero granule
+    grains = src[: M * q].view(M, q) if M else torch.zeros(1, q, dtype=torch.uint8, device=dev)
+    pos = (start.unsqueeze(1) + arange_cached(plan.W // q, dev)).clamp_(0, max(M - 1, 0))
+    raw = grains.index_select(0, pos.view(-1)).view(N, plan.W)
     keep = idx >= info[:, KEEP]  # a real feature's row, not -1
     fp8 = (fp8_exponent_bits or -1, fp8_exponent_bias or -1)
     if nobag:
@@ -230,10 +232,12 @@ def int_nbit_split_embedding_codegen_lookup_function_npu(
     g, single = plan.g, len(plan.types) == 1
     rows_out, pad = B * plan.total_D // g, plan.pad
     bag = torch.sub(u, f, alpha=B)  # b of bag (t, b)
-    # a dropped value (-1, no bag, another type, a column past its D) goes to spare row 0 +
-    # column: rows below pad, by a multiply with the mask (where with a scalar fills one)
-    tgt = torch.mul(torch.add(info[:, DCOL], bag, alpha=plan.total_D // g), keep)
-    acc = torch.zeros(pad + rows_out, g, dtype=torch.float32, device=dev)
+    # a dropped value (-1, no bag, another type, a column past its D) goes to the spare rows
+    # past the output's; their index is a 0-d view of the cached arange (a where with a Python
+    # scalar would fill a tensor for it)
+    spare = arange_cached(rows_out + 1, dev)[rows_out]
+    tgt = torch.where(keep, torch.add(info[:, DCOL], bag, alpha=plan.total_D // g), spare)
+    acc = torch.zeros(rows_out + pad, g, dtype=torch.float32, device=dev)
     weighted = indice_weights is not None and indice_weights.numel() > 0
     for k, (ty, D) in enumerate(zip(plan.types, plan.dims, strict=True)):
         vals = dequantize(raw, ty, D, fp8)
@@ -245,9 +249,9 @@ def int_nbit_split_embedding_codegen_lookup_function_npu(
         else:
             cols = arange_cached(j, dev)
             mine = cols < info[:, COLS + k].unsqueeze(1)
-            target = torch.mul(tgt.unsqueeze(1) + cols, mine)
+            target = torch.where(mine, tgt.unsqueeze(1) + cols, spare)
         acc.index_add_(0, target.reshape(-1), vals.reshape(-1, g))
-    out = acc[pad:].view(B, plan.total_D)
+    out = acc[:rows_out].view(B, plan.total_D)
     if pooling_mode == MEAN:
         inv = torch.reciprocal((off[1:] - off[:-1]).clamp_min_(1))
         out.mul_(inv.view(plan.T, B).index_select(0, plan.cols).t())
