@@ -120,12 +120,15 @@ _UVM = (
     "int_nbit_split_embedding_uvm_caching_codegen_lookup_function",
 )
 _ISSUE_14 = (
-    "inference and quantisation (the quantize ops, the IntNBit TBE and its row pruning): the "
-    "next issue in order serves these"
+    "inference and quantisation, not served yet (MX4: fbgemm_gpu.quantize's quantize_mx / "
+    "dequantize_mx, torchrec's MX4 comms codec); the inference and quantisation issue serves it"
 )
-# Served by the next issue (inference and quantisation): an op leaves this list when it is served.
+# Not served yet, planned by the inference and quantisation issue: an op leaves this list when it
+# is served.
 _QUANTIZED = frozenset(
     {
+        "fbgemm::dequantize_mx",
+        "fbgemm::quantize_mx",
     }
 )
 _OUT_OF_SCOPE = {f"fbgemm::{name}": _NO_UVM for name in _UVM}
@@ -172,6 +175,7 @@ def _has(op: str, keys: tuple[str, ...]) -> bool:
 
 def _fbgemm_ops() -> list[str]:
     import fbgemm_gpu  # noqa: F401  - upstream's schemas and kernels
+    import fbgemm_gpu.quantize  # noqa: F401  - registers quantize_mx / dequantize_mx (MX4)
     import fbgemm_gpu.sll  # noqa: F401  - the SLL ops are registered by this module
 
     return sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("fbgemm::"))
