@@ -51,6 +51,27 @@ def _to_padded(d: str) -> list[Sample]:
     ]
 
 
+def _from_padded(d: str) -> list[Sample]:
+    # three rows of 10 values in buckets of 4 (pad 2); one row of 9 in buckets of 8 (pad 7)
+    g = torch.Generator().manual_seed(5)
+    codes = torch.randint(0, 256, (3, 3, 4), generator=g, dtype=torch.int32).to(torch.uint8)
+    scale = torch.full((3, 3, 1), 0.5).view(torch.uint8)
+    tags = torch.tensor([-2, -1, 2], dtype=torch.int32).view(1, 3, 1).expand(3, 3, 1)
+    rows = torch.cat([codes, scale, tags.contiguous().view(torch.uint8)], -1).view(3, 36)
+    one = torch.cat(
+        [
+            torch.arange(8, dtype=torch.uint8),
+            torch.full((1,), 0.25).view(torch.uint8),
+            torch.tensor([7], dtype=torch.int32).view(torch.uint8),
+        ]
+    ).view(1, 16)
+    return [
+        ((rows.to(d), True, 4, 10), {}),
+        ((rows.to(d), False, 4, 10, 5), {}),
+        ((one.to(d), True, 8), {}),  # the output size read from the tags: data-dependent
+    ]
+
+
 BUILDERS: dict[str, Callable[[str], list[Sample]]] = {
     "fbgemm::FloatToBfloat16Quantized": _to_bf16,
     "fbgemm::Bfloat16QuantizedToFloat": _from_bf16,
@@ -59,4 +80,5 @@ BUILDERS: dict[str, Callable[[str], list[Sample]]] = {
     "fbgemm::FloatToFP8RowwiseQuantized": _to_fp8,
     "fbgemm::FP8RowwiseQuantizedToFloat": _from_fp8,
     "fbgemm::FloatToPaddedFP8RowwiseQuantized": _to_padded,
+    "fbgemm::PaddedFP8RowwiseQuantizedToFloat": _from_padded,
 }

@@ -2,7 +2,8 @@
 budgets.py``): each op at two sizes, data checks off and on (the family has none), the count
 exact and the AI-CPU count 0.  Paths: ``ebits7`` (HFP8 without mantissa bits), ``half``
 (FP8 rowwise from float16 / to bfloat16), ``one_row`` / ``no_pad`` (padded FP8: one row,
-``ncols`` a multiple of ``row_dim``)."""
+``ncols`` a multiple of ``row_dim``; its dequantize without ``output_last_dim``: ``unsized``,
+the one sync)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ FROM_HFP8 = "fbgemm::HFP8QuantizedToFloat"
 TO_FP8 = "fbgemm::FloatToFP8RowwiseQuantized"
 FROM_FP8 = "fbgemm::FP8RowwiseQuantizedToFloat"
 PADDED = "fbgemm::FloatToPaddedFP8RowwiseQuantized"
+FROM_PADDED = "fbgemm::PaddedFP8RowwiseQuantizedToFloat"
 CASES = [
     (TO_BF16, None),
     (FROM_BF16, None),
@@ -38,6 +40,10 @@ CASES = [
     (PADDED, "half"),
     (PADDED, "one_row"),
     (PADDED, "no_pad"),
+    (FROM_PADDED, None),
+    (FROM_PADDED, "half"),
+    (FROM_PADDED, "unsized"),
+    (FROM_PADDED, "half_unsized"),
 ]
 
 
@@ -57,6 +63,12 @@ def _call(qualname: str, path: str | None, shape: tuple[int, int]) -> Callable[[
     if qualname == TO_FP8:
         xin = x.half() if path == "half" else x
         return lambda: F.FloatToFP8RowwiseQuantized(xin, True)
+    if qualname == FROM_PADDED:
+        cols = shape[1] + 2
+        q = F.FloatToPaddedFP8RowwiseQuantized(torch.randn(shape[0], cols).to(NPU), True, 8)
+        last = -1 if path and "unsized" in path else cols
+        dtype = 1 if path and "half" in path else 0
+        return lambda: F.PaddedFP8RowwiseQuantizedToFloat(q, True, 8, last, dtype)
     if qualname == PADDED:
         rows, cols = shape[0], shape[1] + 2  # a short last bucket (row_dim 8)
         if path == "one_row":
@@ -74,7 +86,9 @@ def _call(qualname: str, path: str | None, shape: tuple[int, int]) -> Callable[[
 def _measure(qualname: str, path: str | None) -> None:
     for shape in SIZES:
         _call(qualname, path, shape)()  # warm the cached aranges (native/_index.py)
-        c = assert_op_budget(_call(qualname, path, shape), qualname, path=path, exact=True)
+        call = _call(qualname, path, shape)
+        sized = not (path and "unsized" in path)
+        c = assert_op_budget(call, qualname, path=path, sized=sized, exact=True)
         assert [r.op for r in c.calls] == [qualname.replace("::", ".") + ".default"]
 
 

@@ -7,7 +7,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fbgemm_npu.native.fbgemm.quantize_float import bfloat16, fp8_rowwise, hfp8, padded
+import fbgemm_npu
+from fbgemm_npu.native.fbgemm.quantize_float import (
+    bfloat16,
+    fp8_rowwise,
+    hfp8,
+    padded,
+    padded_dequant,
+)
 
 F = torch.ops.fbgemm
 NPU = "npu"
@@ -190,7 +197,53 @@ BAD = {
         "FloatToPaddedFP8RowwiseQuantized",
         "row_dim",
     ),
+    "padded back 13 cols": (
+        lambda: F.PaddedFP8RowwiseQuantizedToFloat(B[:, :13].to(NPU), True, 4),
+        "PaddedFP8RowwiseQuantizedToFloat",
+        "input",
+    ),
+    "padded back float32": (
+        lambda: F.PaddedFP8RowwiseQuantizedToFloat(X.to(NPU), True, 4),
+        "PaddedFP8RowwiseQuantizedToFloat",
+        "input",
+    ),
+    "padded back row_dim 5": (
+        lambda: F.PaddedFP8RowwiseQuantizedToFloat(B[:, :13].to(NPU), True, 5),
+        "PaddedFP8RowwiseQuantizedToFloat",
+        "row_dim",
+    ),
+    "padded back dtype 3": (
+        lambda: F.PaddedFP8RowwiseQuantizedToFloat(B[:, :12].to(NPU), True, 4, -1, 3),
+        "PaddedFP8RowwiseQuantizedToFloat",
+        "output_dtype",
+    ),
 }
+
+
+def _padded_rows(tag: int) -> torch.Tensor:
+    q = F.FloatToPaddedFP8RowwiseQuantized(torch.randn(3, 8).to(NPU), True, 4).cpu()
+    q.view(3, 2, 12)[1, 1, 8:] = torch.tensor([tag], dtype=torch.int32).view(torch.uint8)
+    return q
+
+
+@pytest.mark.parametrize("tag", [5, 2**30])
+def test_padded_dequantize_refuses_tags_past_row_dim(tag: int) -> None:
+    """Upstream's kernel writes row_dim - pad < 0 values and shifts the next bucket's output
+    onto this one's: ours names the argument (a queued data check, read at the next read)."""
+    with pytest.raises(
+        (ValueError, RuntimeError), match="PaddedFP8RowwiseQuantizedToFloat.*'input'"
+    ):
+        F.PaddedFP8RowwiseQuantizedToFloat(_padded_rows(tag).to(NPU), True, 4, 8).cpu()
+        fbgemm_npu.check()
+
+
+def test_padded_dequantize_refuses_rows_that_do_not_fill_the_output() -> None:
+    """A row keeping fewer (a hand-made pad) or more values than output_last_dim: upstream
+    leaves output unwritten or writes into the next row."""
+    for rows, last in ((_padded_rows(2), 8), (_padded_rows(0), 7)):
+        with pytest.raises(RuntimeError, match="PaddedFP8RowwiseQuantizedToFloat.*keep"):
+            F.PaddedFP8RowwiseQuantizedToFloat(rows.to(NPU), True, 4, last).cpu()
+            fbgemm_npu.check()
 
 
 @pytest.mark.parametrize("name", list(BAD))
@@ -211,6 +264,7 @@ def test_bad_input_names_op_and_argument(name: str) -> None:
         lambda v: fp8_rowwise.float_to_fp8_rowwise_npu(v, True),
         lambda v: fp8_rowwise.fp8_rowwise_to_float_npu(v, True),
         lambda v: padded.float_to_padded_fp8_rowwise_npu(v, True, 4),
+        lambda v: padded_dequant.padded_fp8_rowwise_to_float_npu(v, True, 4),
     ],
 )
 @pytest.mark.parametrize("value", [None, [1.0, 2.0], 3.0])

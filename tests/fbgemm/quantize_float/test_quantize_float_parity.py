@@ -11,6 +11,7 @@ import torch
 from conformance.specs.fbgemm.quantize_float.reference import (
     fp8_rowwise_dequantize,
     fp8_rowwise_quantize,
+    padded_fp8_rowwise_dequantize,
     padded_fp8_rowwise_quantize,
 )
 
@@ -171,3 +172,28 @@ def test_padded_fp8_rowwise_equals_the_reference(shape: tuple[int, ...], row_dim
             meta = F.FloatToPaddedFP8RowwiseQuantized(xin.to("meta"), forward, row_dim)
             assert got.shape == want.shape == meta.shape
             assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("shape", PADDED_SHAPES, ids=str)
+@pytest.mark.parametrize("row_dim", [4, 12])
+def test_padded_fp8_rowwise_dequantize_equals_the_reference(
+    shape: tuple[int, ...], row_dim: int
+) -> None:
+    x = _rows(shape, torch.float32, sum(shape) + row_dim + 1)
+    q = padded_fp8_rowwise_quantize(x, True, row_dim)
+    for last in (-1, shape[-1]):
+        for output_dtype in (0, 1, 5):
+            got = F.PaddedFP8RowwiseQuantizedToFloat(q.to(NPU), True, row_dim, last, output_dtype)
+            want = padded_fp8_rowwise_dequantize(q, True, row_dim, last, output_dtype)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert torch.equal(_bits(got.cpu()), _bits(want))
+
+
+def test_padded_fp8_rowwise_one_row_counts_every_positive_tag() -> None:
+    """One row: upstream's 1-D kernel sums every positive tag (a hand-made tag in the middle),
+    where more rows walk the first row's skip counts."""
+    q = padded_fp8_rowwise_quantize(torch.randn(1, 12), False, 4)
+    q.view(3, 12)[0, 8:12] = torch.tensor([1], dtype=torch.int32).view(torch.uint8)
+    got = F.PaddedFP8RowwiseQuantizedToFloat(q.to(NPU), False, 4).cpu()
+    want = padded_fp8_rowwise_dequantize(q, False, 4)
+    assert got.shape == (1, 11) and torch.equal(_bits(got), _bits(want))

@@ -20,6 +20,7 @@ from conformance.harness import BudgetUse, Compare, OpSpec
 from conformance.specs.fbgemm.quantize_float.reference import (
     fp8_rowwise_dequantize,
     fp8_rowwise_quantize,
+    padded_fp8_rowwise_dequantize,
     padded_fp8_rowwise_quantize,
 )
 
@@ -163,6 +164,41 @@ def _padded_budget(t: torch.Tensor, row_dim: int, **_: object) -> BudgetUse:
     return BudgetUse(path="no_pad" if t.size(-1) % row_dim == 0 else None)
 
 
+@st.composite
+def _from_padded(draw: st.DrawFn) -> dict[str, object]:
+    x = draw(_to_padded())
+    t = x["t"]
+    assert isinstance(t, torch.Tensor)
+    t = t.float() if t.dtype == torch.float64 else t
+    rows = padded_fp8_rowwise_quantize(t, bool(x["forward"]), int(x["row_dim"]))  # type: ignore[call-overload]
+    last = draw(st.sampled_from((-1, t.size(-1))))
+    return {
+        "input": rows,
+        "forward": x["forward"],
+        "row_dim": x["row_dim"],
+        "output_last_dim": last,
+        "output_dtype": draw(st.sampled_from((0, 1, 5))),
+    }
+
+
+def _padded_dq(
+    input: torch.Tensor, forward: bool, row_dim: int, output_last_dim: int, output_dtype: int
+) -> torch.Tensor:
+    args = (input, forward, row_dim, output_last_dim, output_dtype)
+    out = _on(
+        input,
+        lambda: padded_fp8_rowwise_dequantize(*args),
+        lambda: F.PaddedFP8RowwiseQuantizedToFloat(*args),
+    )
+    return _bits(out)
+
+
+def _padded_dq_budget(output_last_dim: int, output_dtype: int, **_: object) -> BudgetUse:
+    sized = output_last_dim >= 0
+    path = ("half" if output_dtype != 0 else "") + ("" if sized else "_unsized")
+    return BudgetUse(path=path.strip("_") or None, sized=sized)
+
+
 NAN_ROW = torch.tensor([[float("nan"), 1.0, -2.0, float("inf"), -0.0]])
 SPECS = [
     OpSpec(
@@ -220,5 +256,12 @@ SPECS = [
         compare=Compare({}),
         budget=_padded_budget,
         examples=({"t": NAN_ROW, "forward": True, "row_dim": 4},),
+    ),
+    OpSpec(
+        name="PaddedFP8RowwiseQuantizedToFloat",
+        op=_padded_dq,
+        inputs=_from_padded(),
+        compare=Compare({}),
+        budget=_padded_dq_budget,
     ),
 ]

@@ -15,7 +15,12 @@ import struct
 
 import torch
 
-__all__ = ["fp8_rowwise_dequantize", "fp8_rowwise_quantize", "padded_fp8_rowwise_quantize"]
+__all__ = [
+    "fp8_rowwise_dequantize",
+    "fp8_rowwise_quantize",
+    "padded_fp8_rowwise_dequantize",
+    "padded_fp8_rowwise_quantize",
+]
 
 F = torch.ops.fbgemm
 EPS = struct.unpack("<f", struct.pack("<f", 1e-20))[0]  # upstream's kEpsilon = 1e-20f
@@ -120,3 +125,53 @@ def padded_fp8_rowwise_quantize(t: torch.Tensor, forward: bool, row_dim: int) ->
             tt = torch.tensor([tag], dtype=torch.int32)
             out[r, base + row_dim + 4 : base + ext] = tt.view(torch.uint8)
     return out.reshape(*lead, nb * ext)
+
+
+def padded_fp8_rowwise_dequantize(
+    input: torch.Tensor,
+    forward: bool,
+    row_dim: int,
+    output_last_dim: int = -1,
+    output_dtype: int = 0,
+) -> torch.Tensor:
+    """The CUDA kernels' values: per bucket ``row_dim - max(tag, 0)`` values, the output size
+    from the first row (one row: all positive tags; more: the skip walk)."""
+    ebits, bias, _ = _format(forward)
+    ext = row_dim + 8
+    ncols = input.size(-1)
+    if row_dim <= 0 or row_dim % 4 or ncols % ext or input.dtype != torch.uint8:
+        raise RuntimeError("PaddedFP8RowwiseQuantizedToFloat: bad 'input' or 'row_dim'")
+    nb = ncols // ext
+    lead = tuple(input.shape[:-1])
+    nrows = 1
+    for s in lead:
+        nrows *= s
+    rows = input.contiguous().reshape(nrows, nb, ext)
+
+    def tag(r: int, b: int) -> int:
+        return int(rows[r, b, row_dim + 4 :].contiguous().view(torch.int32)[0])
+
+    if output_last_dim >= 0:
+        cols = output_last_dim
+    elif nrows == 0:
+        cols = ncols - 8 * nb
+    else:
+        if nrows == 1:
+            total = sum(max(tag(0, b), 0) for b in range(nb))
+        else:  # _single_thread_sum_padding_kernel
+            total, b = 0, 0
+            while b < nb:
+                t = tag(0, b)
+                b, total = (b - t, total) if t < 0 else (b + 1, total + t)
+        cols = ncols - 8 * nb - total
+    out = torch.zeros(nrows, cols, dtype=torch.float32)
+    for r in range(nrows):
+        got = []
+        for b in range(nb):
+            scale = rows[r, b, row_dim : row_dim + 4].contiguous().view(torch.float32)
+            keep = row_dim - max(tag(r, b), 0)
+            codes = rows[r, b, :keep].contiguous().view(1, -1)
+            got.append(F.HFP8QuantizedToFloat(codes, ebits, bias)[0] / scale)
+        if got:
+            out[r] = torch.cat(got)
+    return out.reshape(*lead, cols).to(OUT[output_dtype])

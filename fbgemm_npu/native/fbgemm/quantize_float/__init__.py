@@ -6,12 +6,20 @@ from __future__ import annotations
 
 from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
-from fbgemm_npu.native.fbgemm.quantize_float import bfloat16, fp8_rowwise, hfp8, padded
+from fbgemm_npu.native.fbgemm.quantize_float import (
+    bfloat16,
+    fp8_rowwise,
+    hfp8,
+    padded,
+    padded_dequant,
+)
 from fbgemm_npu.native.fbgemm.quantize_float.budgets import BUDGETS
 
 # every kernel checks its tensor arguments first (None, objects): native/_checks.py
 KERNELS = guard_tensor_arguments(
-    merge_kernels(bfloat16.KERNELS, hfp8.KERNELS, fp8_rowwise.KERNELS, padded.KERNELS)
+    merge_kernels(
+        bfloat16.KERNELS, hfp8.KERNELS, fp8_rowwise.KERNELS, padded.KERNELS, padded_dequant.KERNELS
+    )
 )
 SCHEMAS: dict[str, str] = {}
 
