@@ -1,5 +1,5 @@
 """``python -m bench ops [--family F] [--repeats N] [--out FILE.md]``; ``python -m bench tbe``;
-``python -m bench hstu [--max-seq-len N]``.
+``python -m bench hstu [--max-seq-len N]``; ``python -m bench inference [--quick]``.
 
 The benchmarks follow the kernels' family tree: ``bench/<namespace>/<family>.py`` benchmarks
 ``fbgemm_npu/native/<namespace>/<family>/`` (``bench/fbgemm/jagged.py``, ...) and exports
@@ -7,7 +7,8 @@ The benchmarks follow the kernels' family tree: ``bench/<namespace>/<family>.py`
 family matches ``--family``), prints the table and writes it to ``--out``.  ``tbe`` runs the TBE
 lookup benchmark of ``bench/fbgemm/tbe.py``, which is a measurement of its own, not a table of
 cases; ``hstu`` the HSTU attention benchmark of ``bench/mxrec/hstu.py`` (ours against a naive
-full-materialisation reference), another.
+full-materialisation reference), another; ``inference`` the IntNBit TBE lookup of
+``bench/fbgemm/inference.py`` (INT8 / INT4 / FP16 rows, ours on npu vs upstream on CPU), another.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ RESULTS = Path("bench/results")
 TBE_MODULE = "bench.fbgemm.tbe"
 # The module of ``python -m bench hstu``; it exports ``add_arguments`` and ``main``.
 HSTU_MODULE = "bench.mxrec.hstu"
+# The module of ``python -m bench inference``; it exports ``main``, not ``CASES``.
+INFERENCE_MODULE = "bench.fbgemm.inference"
 
 
 def family_modules() -> list[str]:
@@ -43,7 +46,7 @@ def family_modules() -> list[str]:
 def _cases() -> list[Case]:
     out: list[Case] = []
     for modname in family_modules():
-        if modname in (TBE_MODULE, HSTU_MODULE):
+        if modname in (TBE_MODULE, HSTU_MODULE, INFERENCE_MODULE):
             continue
         cases = getattr(importlib.import_module(modname), "CASES", None)
         if cases is None:
@@ -70,7 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     tbe.add_argument("--out", type=Path, default=Path("bench/results/tbe.md"))
     hstu = sub.add_parser("hstu", help="HSTU attention: ours vs a naive reference on the npu")
     importlib.import_module(HSTU_MODULE).add_arguments(hstu)
-    for p in (ops, tbe, hstu):
+    inference = sub.add_parser(
+        "inference", help="IntNBit TBE lookup: ours on npu vs upstream on CPU"
+    )
+    inference.add_argument("--repeats", type=int, default=10)
+    inference.add_argument("--out", type=Path, default=Path("bench/results/inference.md"))
+    inference.add_argument("--quick", action="store_true", help="a small size, printed only")
+    for p in (ops, tbe, hstu, inference):
         p.add_argument(
             "--threads",
             type=int,
@@ -85,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "tbe":
         tbe_bench = importlib.import_module(TBE_MODULE)
         return tbe_bench.main(args.repeats, args.out, threads=args.threads)
+    if args.what == "inference":
+        inference_bench = importlib.import_module(INFERENCE_MODULE)
+        return inference_bench.main(args.repeats, args.out, quick=args.quick)
     if args.what == "hstu":
         return importlib.import_module(HSTU_MODULE).main(args)
 
