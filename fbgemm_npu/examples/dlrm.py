@@ -1,7 +1,8 @@
 """The main job: torchrec's DLRM, sharded with DistributedModelParallel, trained on npu.
 
     python -m fbgemm_npu.examples.dlrm [--processes 2] [--sharding-type row_wise|all|auto]
-                                       [--model dlrm|dcn] [--batch-size 64] [--steps 20] ...
+                                       [--model dlrm|dcn] [--batch-size 64] [--steps 20]
+                                       [--qcomms fp32|fp16|bf16] ...
 
 Trains torchrec's own ``DLRM`` (or ``DLRM_DCN``) over an ``EmbeddingBagCollection`` on random
 Criteo-shaped batches (13 dense, 26 sparse features), wrapped in ``DistributedModelParallel`` on
@@ -29,7 +30,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RankReport", "main", "parse_args", "run_rank", "within_tolerance"]
+__all__ = ["RankReport", "main", "parse_args", "qcomms_sharders", "run_rank", "within_tolerance"]
 
 # |loss_npu - loss_cpu| <= ATOL + RTOL * |loss_cpu|, step by step: float32 sums in another order.
 ATOL = 1e-5
@@ -103,6 +104,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=PIPELINES,
         help="torchrec train pipeline: TrainPipelineSparseDist, TrainPipelineBase, or none",
     )
+    p.add_argument(
+        "--qcomms",
+        default="fp32",
+        choices=["fp32", "fp16", "bf16"],
+        help="torchrec QCommsConfig precision of the pooled all-to-all / reduce-scatter, fwd + bwd",
+    )
     p.add_argument("--no-cpu-check", action="store_true", help="skip the CPU reference run")
     p.add_argument("--no-trace", action="store_true", help="skip the trace of the first step")
     p.add_argument(
@@ -136,7 +143,30 @@ def _config(args: argparse.Namespace, model: str, sharding_type: str) -> Any:
         lr=args.lr,
         seed=args.seed,
         pipeline=args.pipeline,
+        qcomms=args.qcomms,
     )
+
+
+def qcomms_sharders(precision: str, device: Any) -> list[Any] | None:
+    """An ``EmbeddingBagCollectionSharder`` whose pooled comms (fwd and bwd) run at ``precision``
+    through torchrec's ``get_qcomm_codecs_registry``; ``None`` (torchrec's defaults) for fp32.
+
+    On the CPU (gloo) torchrec itself turns BF16 into FP16, so the CPU reference of a bf16 run
+    quantizes to FP16: its losses still agree within the example's tolerance.
+    """
+    if precision == "fp32":
+        return None
+    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+    from torchrec.distributed.fbgemm_qcomm_codec import (
+        CommType,
+        QCommsConfig,
+        get_qcomm_codecs_registry,
+    )
+
+    prec = CommType(precision)
+    config = QCommsConfig(forward_precision=prec, backward_precision=prec)
+    registry = get_qcomm_codecs_registry(config, device=device)
+    return [EmbeddingBagCollectionSharder(qcomm_codecs_registry=registry)]
 
 
 def _runs(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -306,7 +336,8 @@ def report(args: argparse.Namespace, reports: list[RankReport]) -> bool:
     ok = True
     shape = f"{args.tables} tables x {args.num_embeddings} rows x {args.embedding_dim}"
     print(
-        f"\n{args.processes} process(es), batch {args.batch_size}/rank, {args.steps} steps, {shape}"
+        f"\n{args.processes} process(es), batch {args.batch_size}/rank, {args.steps} steps, "
+        f"{shape}, comms {args.qcomms}"
     )
     tol = f"|npu - cpu| <= {args.atol:g} + {args.rtol:g}*|cpu| at every step on every rank"
     print(f"loss check: {tol}" if not args.no_cpu_check else "loss check: skipped")

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from fbgemm_npu.examples.dlrm import qcomms_sharders
 from fbgemm_npu.native._pending import check as read_checks
 
 __all__ = [
@@ -75,6 +76,7 @@ class RunConfig:
     lr: float = 0.05
     seed: int = 0
     pipeline: str = "sparse_dist"  # one of PIPELINES
+    qcomms: str = "fp32"  # precision of the pooled comms, fwd and bwd (dlrm.py --qcomms)
 
     def table_names(self) -> list[str]:
         return [f"t_cat_{i}" for i in range(self.num_sparse)]
@@ -229,7 +231,8 @@ def shard(cfg: RunConfig, device: torch.device, plan: Any | None = None) -> tupl
         plan = make_plan(cfg, model, device.type, dist.get_world_size())
     else:
         plan = plan_for_device(plan, device.type)
-    dmp = DistributedModelParallel(module=model, device=device, plan=plan)
+    sharders = qcomms_sharders(cfg.qcomms, device)  # None: torchrec's default sharders
+    dmp = DistributedModelParallel(module=model, device=device, plan=plan, sharders=sharders)
     load_full_state(dmp, reference_state(cfg))
     dense = KeyedOptimizerWrapper(
         dict(in_backward_optimizer_filter(dmp.named_parameters())),
@@ -386,10 +389,7 @@ def _pipeline(name: str, dmp: Any, optimizer: Any, device: torch.device) -> Any:
     """torchrec's train pipeline ``name`` (see :data:`PIPELINES`) around ``dmp``."""
     from torchrec.distributed.train_pipeline import train_pipelines as tp
 
-    classes = {
-        "sparse_dist": tp.TrainPipelineSparseDist,
-        "base": tp.TrainPipelineBase,
-    }
+    classes = {"sparse_dist": tp.TrainPipelineSparseDist, "base": tp.TrainPipelineBase}
     if name not in classes:
         raise ValueError(f"dlrm example: pipeline must be one of {PIPELINES}, got {name!r}")
     return classes[name](dmp, optimizer, device)

@@ -242,3 +242,18 @@ if __name__ == "__main__":
     _, rank, world_size, workdir = child_args(sys.argv[1:])
     os.environ["LOCAL_WORLD_SIZE"] = str(world_size)
     _worker(rank, world_size, workdir)
+
+
+def test_the_example_option_builds_the_same_codecs() -> None:
+    """``python -m fbgemm_npu.examples.dlrm --qcomms bf16``: the run's config carries it, and its
+    sharder holds BF16 codecs fwd and bwd for the pooled comms (fp32: torchrec's defaults)."""
+    import torch
+
+    from fbgemm_npu.examples import dlrm
+
+    args = dlrm.parse_args(["--qcomms", "bf16"])
+    assert dlrm._config(args, "dlrm", "row_wise").qcomms == "bf16"
+    assert dlrm.qcomms_sharders("fp32", torch.device("npu")) is None
+    (sharder,) = dlrm.qcomms_sharders("bf16", torch.device("npu"))
+    codecs = sharder.qcomm_codecs_registry["POOLED_EMBEDDINGS_ALL_TO_ALL"]
+    assert codecs.forward._comm_precision.value == codecs.backward._comm_precision.value == "bf16"
