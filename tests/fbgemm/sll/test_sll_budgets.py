@@ -21,12 +21,17 @@ CASES = [
     for op in OPS
     for index in (torch.int64, torch.int32)
 ]  # fmt: skip
+# N above every input's rows: the padding is bounded by the rows, the sequences' ends checked too
+CASES += [
+    (op, "n_past_rows", torch.int64) for op in ("sll_jagged_dense_bmm", "sll_jagged_jagged_bmm")
+]
 
 
 def _measure(op: str, path: str | None, index: torch.dtype) -> None:
     qualname = f"fbgemm::{op}"
     for size in SIZES:
-        args = move(sll_args(op, *size, seed=size[0], index=index), "npu")
+        cap = {"cap": size[0] * size[1] + 5} if path == "n_past_rows" else {}
+        args = move(sll_args(op, *size, seed=size[0], index=index, **cap), "npu")
         fn = getattr(F, op)
         fn(*args)  # warm the cached aranges (native/_index.py) at this size
         c = assert_op_budget(lambda f=fn, a=args: f(*a), qualname, path=path, exact=True)

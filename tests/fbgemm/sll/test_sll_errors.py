@@ -240,3 +240,15 @@ def test_jagged_output_bmm_gradients_are_the_math(cap: int) -> None:
     ref = _grads(lambda a, c: _jagged_reference(a, c, xo, yo, zo, rows), x.double(), y.double(), w)
     for a, e in zip(ours, ref, strict=True):
         torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["sll_jagged_dense_bmm", "sll_jagged_jagged_bmm"])
+def test_a_sequence_past_the_rows_within_n_is_refused(op: str) -> None:
+    """Found by the sll fuzz (past_end offsets): with N above the rows, upstream reads
+    min(len, N) rows of a sequence that runs past the input (its CPU kernel corrupted the heap);
+    ours names x_offsets instead of returning the rows it could read."""
+    args = list(sll_args(op, 1, 2, 2, seed=0, index=torch.int32, cap=3))
+    args[2] = torch.tensor([0, int(args[2][-1]) + 1], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match=rf"{op}.*x_offsets"):
+        getattr(F, op)(*move(args, NPU))
+        fbgemm_npu.check()

@@ -65,9 +65,17 @@ def _inputs(op: str, backward: bool) -> st.SearchStrategy[tuple[Any, ...]]:
     return draw_args()
 
 
+def _rows(a: Any) -> int:
+    return (a.view(a.base) if isinstance(a, TensorView) else a).size(0)
+
+
 def _budget(op: str) -> Any:
     def use(*args: Any) -> BudgetUse:
         int32 = any(isinstance(a, torch.Tensor) and a.dtype == torch.int32 for a in args)
+        if op in ("sll_jagged_dense_bmm", "sll_jagged_jagged_bmm"):
+            rows = _rows(args[0]) if op == "sll_jagged_dense_bmm" else min(map(_rows, args[:2]))
+            if 0 < rows < args[3]:  # N past the rows: the sequences' ends are checked too
+                return BudgetUse(path="n_past_rows")
         return BudgetUse(path="int32" if int32 and op in _INT32_PATH else None)
 
     return use

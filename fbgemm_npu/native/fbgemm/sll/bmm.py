@@ -53,13 +53,24 @@ _OVERLAP = ", or its entries decrease (rows that overlap: upstream keeps the las
 
 
 def _gather(
-    op: str, o: torch.Tensor, length: int, tensors: list[torch.Tensor], monotone: bool
+    op: str,
+    o: torch.Tensor,
+    length: int,
+    tensors: list[torch.Tensor],
+    monotone: bool,
+    cap: int,
 ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
     """Each of ``tensors`` (``[rows_i, C_i]``, ``rows_i > 0``) gathered to ``[B, L, C_i]`` with
-    0 at the padding positions, the padding mask and the (clamped) rows ``[B, L]``."""
+    0 at the padding positions, the padding mask and the (clamped) rows ``[B, L]``.  ``cap``:
+    the ``N`` the call gave (``L`` is bounded by the rows too): upstream reads ``min(len_b, N)``
+    rows of every sequence, so a sequence that runs past the input within ``N`` is refused, not
+    cut at the padded length (upstream reads past the end there)."""
     bad: list[torch.Tensor] | None = [] if validation_enabled() else None
     idx, pad = dense_index([o], [length], bad)  # type: ignore[misc]
-    rows = read_rows(idx, pad, min(t.size(0) for t in tensors), bad)
+    n_rows = min(t.size(0) for t in tensors)
+    rows = read_rows(idx, pad, n_rows, bad)
+    if bad is not None and cap > length:
+        bad.append((o[1:] - o[:-1]).clamp_(0, cap).add_(o[:-1]) > n_rows)
     if bad is not None and monotone:
         bad.append(o[:-1] > o[1:])
     assert_no_bad(op, bad, f"argument 'x_offsets': {READ_CHECK}{_OVERLAP if monotone else ''}")
@@ -92,11 +103,11 @@ def jagged_dense(
         if n == 0 and b > 0 and length > 0:  # no rows: any non-empty sequence reads past them
             _no_rows_check(op, o)
         elif b > 0 and length > 0:  # T = 0 still reads x upstream: the rows are checked
-            _gather(op, o, min(length, n), [x], True)
+            _gather(op, o, min(length, n), [x], True, length)
         return x.new_zeros((n, t))
-    length = min(length, n)  # no sequence of valid offsets is longer: padding bounded by the rows
+    cap, length = length, min(length, n)  # no valid sequence is longer: padding bounded by rows
     with allocation_of(op, f"the padded [B, N] = [{b}, {length}] rows of argument 'N'"):
-        (gx,), pad, rows = _gather(op, o, length, [x], True)
+        (gx,), pad, rows = _gather(op, o, length, [x], True, cap)
         prod = torch.bmm(gx, y)
     out_rows = write_rows(rows, pad, n, None)  # padding positions at the spare row n
     return scatter_rows(prod.view(b * length, t), out_rows.view(-1), n)
@@ -112,9 +123,9 @@ def jagged_jagged(
     if min(x.size(0), y.size(0)) == 0:  # any non-empty sequence would read past the end
         _no_rows_check(op, o)
         return x.new_zeros((b, d, t))
-    length = min(length, x.size(0), y.size(0))  # the longest sequence valid offsets allow
+    cap, length = length, min(length, x.size(0), y.size(0))  # the longest valid sequence
     with allocation_of(op, f"the padded [B, N] = [{b}, {length}] rows of argument 'N'"):
-        (gx, gy), _, _ = _gather(op, o, length, [x, y], False)
+        (gx, gy), _, _ = _gather(op, o, length, [x, y], False, cap)
     return torch.bmm(gx.transpose(1, 2), gy)
 
 

@@ -19,8 +19,15 @@ BUDGETS: dict[str, Budget] = {
     # bmm.py: the [B, N] index (add, ge, clamp), a gather + padding fill per jagged input, bmm;
     # the dense-output op scatters back (where, remainder, zeros, index_copy_); checks: the
     # offsets' int32 range, the rows read (+ the order: a scatter)
-    "fbgemm::sll_jagged_dense_bmm": Budget(launches=10, checks=7, ai_cpu=0),
-    "fbgemm::sll_jagged_jagged_bmm": Budget(launches=8, checks=6, ai_cpu=0),
+    # n_past_rows: N above the rows (the padding is bounded by the rows), so each sequence's end
+    # within N is checked too (sub, clamp, add, gt: upstream reads min(len, N) rows, past the
+    # input there)
+    "fbgemm::sll_jagged_dense_bmm": Budget(
+        launches=10, checks=7, ai_cpu=0, paths={"n_past_rows": 10}, path_checks={"n_past_rows": 11}
+    ),
+    "fbgemm::sll_jagged_jagged_bmm": Budget(
+        launches=8, checks=6, ai_cpu=0, paths={"n_past_rows": 8}, path_checks={"n_past_rows": 10}
+    ),
     # elementwise.py: to_jagged of y (index, where, remainder, zeros, index_copy_) and the add;
     # checks: to_jagged's and x_offsets[-1] == x.size(0) (upstream's add fails otherwise: ne,
     # any, not and the queue's)
