@@ -125,12 +125,7 @@ _ISSUE_14 = (
 )
 # Not served yet, planned by the inference and quantisation issue: an op leaves this list when it
 # is served.
-_QUANTIZED = frozenset(
-    {
-        "fbgemm::dequantize_mx",
-        "fbgemm::quantize_mx",
-    }
-)
+_QUANTIZED: frozenset[str] = frozenset()
 _OUT_OF_SCOPE = {f"fbgemm::{name}": _NO_UVM for name in _UVM}
 _OUT_OF_SCOPE["fbgemm::ssd_embedding_codegen_lookup_rowwise_adagrad_function_pt2"] = (
     "SSD-offloaded TBE (fbgemm_gpu.tbe.ssd: tables in RocksDB on the host, CUDA kernels; its "
