@@ -119,10 +119,7 @@ _UVM = (
     "linearize_cache_indices_from_row_idx",
     "int_nbit_split_embedding_uvm_caching_codegen_lookup_function",
 )
-_ISSUE_14 = (
-    "inference and quantisation, not served yet (MX4: fbgemm_gpu.quantize's quantize_mx / "
-    "dequantize_mx, torchrec's MX4 comms codec); the inference and quantisation issue serves it"
-)
+_ISSUE_14 = "inference and quantisation, not served yet: the inference and quantisation issue"
 # Not served yet, planned by the inference and quantisation issue: an op leaves this list when it
 # is served.
 _QUANTIZED: frozenset[str] = frozenset()
