@@ -44,6 +44,7 @@ from fbgemm_npu.native._checks import (
     validation_enabled,
 )
 from fbgemm_npu.native.fbgemm.permute._gather import index_dtype, segment_arange
+from fbgemm_npu.native.fbgemm.pooled.pooled import check_index_dtypes, permute_variant
 
 __all__ = [
     "KERNELS",
@@ -129,47 +130,29 @@ def _permute(op: str, pooled_embs: object, *lists: torch.Tensor) -> torch.Tensor
     return pooled.index_select(1, src)
 
 
-def _check_list_dtypes(op: str, offset_dim_list: object, permute_list: object) -> None:
-    """The auto_grad ops check these first, even for an empty ``pooled_embs`` (as upstream)."""
-    for name, t in (("offset_dim_list", offset_dim_list), ("permute_list", permute_list)):
-        check_dtype(op, name, check_tensor(op, name, t), (torch.int64,))
-
-
-def _variant(op: str, doc: str, check_lists: bool = False) -> Callable[..., torch.Tensor]:
-    """The PrivateUse1 kernel of ``op``; ``check_lists``: the lists' dtypes first (auto_grad)."""
-
-    def kernel(
-        pooled_embs: torch.Tensor,
-        offset_dim_list: torch.Tensor,
-        permute_list: torch.Tensor,
-        inv_offset_dim_list: torch.Tensor,
-        inv_permute_list: torch.Tensor,
-    ) -> torch.Tensor:
-        if check_lists:
-            _check_list_dtypes(op, offset_dim_list, permute_list)
-        lists = (offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)
-        return _permute(op, pooled_embs, *lists)
-
-    kernel.__name__ = f"{op.split('::', 1)[1]}_npu"
-    kernel.__doc__ = doc
-    return kernel
-
-
 _DOC = (
     "Output = the pieces of ``pooled_embs`` (cut along dim 1 at ``offset_dim_list[1:]``) that "
     "``permute_list`` names, repeats and drops allowed; see the module docstring.  Any dtype, "
     "lists int64.  Launches: the source columns (``_source_columns``), their one read of the "
     "output width, the gather.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md)."
 )
-permute_duplicate_pooled_embs_npu = _variant(DUPLICATE, _DOC)
-permute_duplicate_pooled_embs_split_npu = _variant(
-    DUPLICATE_SPLIT, "``permute_duplicate_pooled_embs`` of the split build (same math, launches)."
+permute_duplicate_pooled_embs_npu = permute_variant(DUPLICATE, _DOC, permute=_permute)
+permute_duplicate_pooled_embs_split_npu = permute_variant(
+    DUPLICATE_SPLIT,
+    "``permute_duplicate_pooled_embs`` of the split build (same math, launches).",
+    permute=_permute,
 )
-permute_duplicate_pooled_embs_auto_grad_npu = _variant(
-    DUPLICATE_AUTO_GRAD, "PrivateUse1 of the auto_grad op (below autograd): the permute.", True
+permute_duplicate_pooled_embs_auto_grad_npu = permute_variant(
+    DUPLICATE_AUTO_GRAD,
+    "PrivateUse1 of the auto_grad op (below autograd): the permute.",
+    True,
+    permute=_permute,
 )
-permute_duplicate_pooled_embs_auto_grad_split_npu = _variant(
-    DUPLICATE_AUTO_GRAD_SPLIT, "PrivateUse1 of the auto_grad split op (below autograd).", True
+permute_duplicate_pooled_embs_auto_grad_split_npu = permute_variant(
+    DUPLICATE_AUTO_GRAD_SPLIT,
+    "PrivateUse1 of the auto_grad split op (below autograd).",
+    True,
+    permute=_permute,
 )
 
 
@@ -225,7 +208,7 @@ def _autograd(op: str, split: bool) -> Callable[..., torch.Tensor]:
         inv_offset_dim_list: torch.Tensor,
         inv_permute_list: torch.Tensor,
     ) -> torch.Tensor:
-        _check_list_dtypes(op, offset_dim_list, permute_list)
+        check_index_dtypes(op, offset_dim_list, permute_list)
         lists = (offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)
         return _DuplicateFunction.apply(op, split, pooled_embs, *lists)
 
@@ -245,7 +228,7 @@ def _fake(op: str) -> Callable[..., torch.Tensor]:
         inv_permute_list: torch.Tensor,
     ) -> torch.Tensor:
         if op in (DUPLICATE_AUTO_GRAD, DUPLICATE_AUTO_GRAD_SPLIT):
-            _check_list_dtypes(op, offset_dim_list, permute_list)
+            check_index_dtypes(op, offset_dim_list, permute_list)
         if guard_or_false(pooled_embs.numel() == 0):  # a traced gradient's width is unbacked
             return torch.empty_like(pooled_embs, memory_format=torch.contiguous_format)
         lists = (offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)

@@ -35,6 +35,8 @@ from fbgemm_npu.native._index import arange_cached, segment_ids
 
 __all__ = [
     "KERNELS",
+    "check_index_dtypes",
+    "permute_variant",
     "permute_pooled_embs_npu",
     "permute_pooled_embs_split_npu",
     "sort_key_dtype",
@@ -170,7 +172,7 @@ def permute_pooled_embs_npu(
     return _permute(PERMUTE_POOLED_EMBS, pooled_embs, *lists)
 
 
-def _check_index_dtypes(op: str, offset_dim_list: object, permute_list: object) -> None:
+def check_index_dtypes(op: str, offset_dim_list: object, permute_list: object) -> None:
     """The auto_grad ops check these first, even for an empty ``pooled_embs`` (as upstream)."""
     check_dtype(
         op, "offset_dim_list", check_tensor(op, "offset_dim_list", offset_dim_list), (torch.int64,)
@@ -178,9 +180,16 @@ def _check_index_dtypes(op: str, offset_dim_list: object, permute_list: object) 
     check_dtype(op, "permute_list", check_tensor(op, "permute_list", permute_list), (torch.int64,))
 
 
-def _variant(op: str, doc: str, check_lists: bool = False) -> Callable[..., torch.Tensor]:
-    """The PrivateUse1 kernel of ``op``, an op of ``permute_pooled_embs``' schema and math;
-    ``check_lists``: the index lists' dtypes are checked first (the auto_grad ops)."""
+def permute_variant(
+    op: str,
+    doc: str,
+    check_lists: bool = False,
+    permute: Callable[..., torch.Tensor] | None = None,
+) -> Callable[..., torch.Tensor]:
+    """The PrivateUse1 kernel of ``op``, an op of ``permute_pooled_embs``' schema: ``permute(op,
+    pooled_embs, *lists)`` (this module's permute by default; the duplicate permutes pass their
+    own); ``check_lists``: the index lists' dtypes are checked first (the auto_grad ops)."""
+    run = _permute if permute is None else permute
 
     def kernel(
         pooled_embs: torch.Tensor,
@@ -190,25 +199,25 @@ def _variant(op: str, doc: str, check_lists: bool = False) -> Callable[..., torc
         inv_permute_list: torch.Tensor,
     ) -> torch.Tensor:
         if check_lists:
-            _check_index_dtypes(op, offset_dim_list, permute_list)
+            check_index_dtypes(op, offset_dim_list, permute_list)
         lists = (offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)
-        return _permute(op, pooled_embs, *lists)
+        return run(op, pooled_embs, *lists)
 
     kernel.__name__ = f"{op.split('::', 1)[1]}_npu"
     kernel.__doc__ = doc
     return kernel
 
 
-permute_pooled_embs_split_npu = _variant(
+permute_pooled_embs_split_npu = permute_variant(
     PERMUTE_POOLED_EMBS_SPLIT,
     "``permute_pooled_embs`` of the split build (same math, launches and syncs).",
 )
-permute_pooled_embs_auto_grad_npu = _variant(
+permute_pooled_embs_auto_grad_npu = permute_variant(
     PERMUTE_POOLED_EMBS_AUTO_GRAD,
     "PrivateUse1 of ``permute_pooled_embs_auto_grad`` (below autograd): the permute.",
     check_lists=True,
 )
-permute_pooled_embs_auto_grad_split_npu = _variant(
+permute_pooled_embs_auto_grad_split_npu = permute_variant(
     PERMUTE_POOLED_EMBS_AUTO_GRAD_SPLIT,
     "PrivateUse1 of ``permute_pooled_embs_auto_grad_split`` (below autograd): the permute.",
     check_lists=True,
@@ -257,7 +266,7 @@ def _autograd(op: str, base: str) -> Callable[..., torch.Tensor]:
         inv_offset_dim_list: torch.Tensor,
         inv_permute_list: torch.Tensor,
     ) -> torch.Tensor:
-        _check_index_dtypes(op, offset_dim_list, permute_list)
+        check_index_dtypes(op, offset_dim_list, permute_list)
         lists = (offset_dim_list, permute_list, inv_offset_dim_list, inv_permute_list)
         return _PermutePooledEmbsFunction.apply(name, base, pooled_embs, *lists)
 
