@@ -54,7 +54,13 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 HEADER = struct.Struct("<Q")
 # Out-variant ops whose upstream schema forgets the alias annotation of the output they write
 # and return ("Tensor output", not "Tensor(a!) output"): returning it is their contract.
-SCHEMA_OMITS_ALIAS = frozenset({"fbgemm::lengths_range_out"})
+SCHEMA_OMITS_ALIAS = frozenset(
+    {
+        "fbgemm::lengths_range_out",
+        "fbgemm::FloatToFused8BitRowwiseQuantizedOut",
+        "fbgemm::Fused8BitRowwiseQuantizedToFloatOut",
+    }
+)
 
 
 def _on_type() -> type:
