@@ -34,6 +34,8 @@ included) is on the counted device, or when a ``device=`` argument names it (fac
   (``_assert_async``, torch_npu's CPU fallback) or a host-to-device copy that is not
   ``non_blocking`` from pinned memory (``torch.tensor(..., device="npu")``, ``x.to("npu")``).
   Stalls and ai_cpu launches are reported apart: ``launches`` and ``syncs`` do not change.
+* **fused kernels** (Triton, ``native/_triton.launch``) are one launch each, named
+  ``triton.<kernel>``; the interpreter's host copies inside it are not counted.
 * **nbytes** of a launch: its device tensors in and out (``cost_910b.tensor_bytes``); **owner**:
   what ``Counter.owner``, when set, answers as the op is recorded (the trace: whose code ran it).
 
@@ -139,15 +141,9 @@ class Counter:
         """Device-to-host synchronisations, in total."""
         return sum(e.sync is not None for e in self.events)
 
-    @property
-    def ai_cpu(self) -> int:
-        """Launches a 910B runs on its AI CPU, in total."""
-        return sum(e.ai_cpu for e in self.events)
-
-    @property
-    def stalls(self) -> int:
-        """Host waits a 910B adds (host fallbacks, blocking uploads), in total."""
-        return sum(e.stall is not None for e in self.events)
+    # Launches a 910B runs on its AI CPU; host waits a 910B adds (fallbacks, blocking uploads).
+    ai_cpu = property(lambda self: sum(e.ai_cpu for e in self.events))
+    stalls = property(lambda self: sum(e.stall is not None for e in self.events))
 
     @property
     def unsupported(self) -> list[str]:
@@ -155,13 +151,8 @@ class Counter:
         flagged = [e.name for e in self.events if e.unsupported] + self.missing_kernels
         return list(dict.fromkeys(flagged))
 
-    @property
-    def launch_ops(self) -> list[str]:
-        return [e.name for e in self.events if e.launch]
-
-    @property
-    def sync_ops(self) -> list[str]:
-        return [f"{e.name} ({e.sync})" for e in self.events if e.sync is not None]
+    launch_ops = property(lambda self: [e.name for e in self.events if e.launch])
+    sync_ops = property(lambda self: [f"{e.name} ({e.sync})" for e in self.events if e.sync])
 
     def summary(self) -> str:
         """A short text table: one row per call, one for ops outside calls, one for the total."""
@@ -297,6 +288,11 @@ class _CountingMode(TorchDispatchMode):
         stall = stall_reason(func, args, kwargs, self.dev, where)
         self._record(str(func), launch, sync, not listed, launch and where == "ai_cpu", stall)
         return self._run(func, args, kwargs)
+
+    def record_launch(self, name: str, tensors: list[torch.Tensor]) -> None:
+        """One fused kernel (``native/_triton.launch``): a launch of ``tensors``' bytes."""
+        self._record(name, True, None, False)
+        self.counter.events[-1].nbytes = tensor_bytes(self.dev, tensors)
 
     def _run(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
         event, out = self.counter.events[-1], func(*args, **kwargs)  # the op just recorded
