@@ -111,3 +111,38 @@ def test_none_is_refused_by_name() -> None:
     kernel = KERNELS["fbgemm::Fused8BitRowwiseQuantizedToFloat"]["PrivateUse1"]
     with pytest.raises(ValueError, match="Fused8BitRowwiseQuantizedToFloat.*'input'"):
         kernel(None)
+
+
+@pytest.mark.parametrize(
+    ("op", "dtype", "width"),
+    [
+        ("FloatToFused8BitRowwiseQuantized", torch.float32, 4),
+        ("HalfToFused8BitRowwiseQuantized", torch.float16, 4),
+        ("FloatOrHalfToFused8BitRowwiseQuantized", torch.float32, 4),
+        ("Fused8BitRowwiseQuantizedToFloat", torch.uint8, 12),
+        ("Fused8BitRowwiseQuantizedToHalf", torch.uint8, 12),
+        ("Fused8BitRowwiseQuantizedToBfloat16", torch.uint8, 12),
+        ("Fused8BitRowwiseQuantizedToFloatOrHalf", torch.uint8, 12),
+    ],
+)
+def test_output_that_cannot_be_allocated_is_named(op: str, dtype: torch.dtype, width: int) -> None:
+    """A stride-0 input of 2**40 rows passes every check; its output cannot be allocated: the
+    error names the op and the argument (the fuzz suite's 'huge' case: the allocator's words
+    named neither)."""
+    x = torch.zeros(1, width, dtype=dtype, device=NPU).expand(2**40, width)
+    arg = "'t'" if dtype != torch.uint8 else "'input'"
+    with pytest.raises(RuntimeError, match=f"{op}: the output .* of {arg} cannot be allocated"):
+        getattr(F, op)(x)
+
+
+def test_out_and_mixed_dim_outputs_that_cannot_be_allocated_are_named() -> None:
+    x = torch.zeros(1, 4, device=NPU).expand(2**40, 4)
+    out = torch.empty(0, dtype=torch.uint8, device=NPU)
+    with pytest.raises(RuntimeError, match="FloatToFused8BitRowwiseQuantizedOut: the output"):
+        F.FloatToFused8BitRowwiseQuantizedOut(out, x)
+    q = torch.zeros(1, 12, dtype=torch.uint8, device=NPU).expand(2**40, 12)
+    with pytest.raises(RuntimeError, match="Fused8BitRowwiseQuantizedToFloatOut: the output"):
+        F.Fused8BitRowwiseQuantizedToFloatOut(torch.empty(0, device=NPU), q)
+    offsets = torch.tensor([0, 12], dtype=torch.int32, device=NPU)
+    with pytest.raises(RuntimeError, match="MixedDim: the output .* of 'input' cannot be"):
+        F.Fused8BitRowwiseQuantizedToFloatMixedDim(q, offsets, 0)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import torch
 
+from fbgemm_npu.native._checks import allocation_of
 from fbgemm_npu.native.fbgemm.quantize_8bit._common import check_output, check_rows, require
 
 __all__ = [
@@ -131,8 +132,10 @@ def _dequantize(
 ) -> torch.Tensor:
     x = check_rows(op, "input", input, (torch.uint8,))
     m, w = _layout(op, x, scale_bias_last, quant_padding_float_type)
-    out = torch.empty(out_shape(x, m), dtype=dtype, device=x.device)
-    return dequantize_rows_into(out, x, m, w, scale_bias_last)
+    # a stride-0 input of 2**40 rows passes every check: its output cannot be allocated
+    with allocation_of(op, f"the output {out_shape(x, m)} of 'input'"):
+        out = torch.empty(out_shape(x, m), dtype=dtype, device=x.device)
+        return dequantize_rows_into(out, x, m, w, scale_bias_last)
 
 
 def fused8bit_to_float_npu(input: torch.Tensor) -> torch.Tensor:
@@ -180,7 +183,8 @@ def _checked_out(
     x = check_rows(TO_FLOAT_OUT, "input", input, (torch.uint8,))
     out = check_output(TO_FLOAT_OUT, output, torch.float32, x)
     m, w = _layout(TO_FLOAT_OUT, x, scale_bias_last, quant_padding_float_type)
-    out.resize_(out_shape(x, m))
+    with allocation_of(TO_FLOAT_OUT, f"the output {out_shape(x, m)} of 'input'"):
+        out.resize_(out_shape(x, m))
     return out, x, m, w
 
 
@@ -193,7 +197,8 @@ def fused8bit_to_float_out_npu(
     """``Fused8BitRowwiseQuantizedToFloatOut``: the float32 rows written into ``output``
     (resized to ``[..., m]`` as upstream's ``resize_``) and returned; 5 launches."""
     out, x, m, w = _checked_out(output, input, scale_bias_last, quant_padding_float_type)
-    return dequantize_rows_into(out, x, m, w, scale_bias_last)
+    with allocation_of(TO_FLOAT_OUT, f"the output {out_shape(x, m)} of 'input'"):
+        return dequantize_rows_into(out, x, m, w, scale_bias_last)
 
 
 def fused8bit_to_float_out_meta(

@@ -27,6 +27,7 @@ import torch
 
 from fbgemm_npu.native._checks import (
     DataChecks,
+    allocation_of,
     check_same_device,
     check_tensor,
     dtype_name,
@@ -88,6 +89,13 @@ def fused8bit_to_float_mixed_dim_npu(
     steps' ``add``, ``ge``, ``all``, queued).
     """
     x, d, width, dtype = _checked(input, D_offsets, output_dtype)
+    # a stride-0 input of 2**40 rows passes every check: its output cannot be allocated
+    with allocation_of(MIXED_DIM, f"the output [{x.shape[0]}, {width}] of 'input'"):
+        return _mixed_dim(x, d, width, dtype)
+
+
+def _mixed_dim(x: torch.Tensor, d: torch.Tensor, width: int, dtype: torch.dtype) -> torch.Tensor:
+    """The program of :func:`fused8bit_to_float_mixed_dim_npu` on checked arguments."""
     tables = d.numel() - 1
     rows, cols = x.shape
     if rows == 0 or width == 0:

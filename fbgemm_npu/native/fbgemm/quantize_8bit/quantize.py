@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import torch
 
+from fbgemm_npu.native._checks import allocation_of
 from fbgemm_npu.native.fbgemm.quantize_8bit._common import check_output, check_rows
 
 __all__ = [
@@ -92,8 +93,10 @@ def quantize_rows_into(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 def _quantize(op: str, t: object, dtypes: tuple[torch.dtype, ...]) -> torch.Tensor:
     x = check_rows(op, "t", t, dtypes)
-    out = torch.empty(out_shape(x), dtype=torch.uint8, device=x.device)
-    return quantize_rows_into(out, x)
+    # a stride-0 input of 2**40 rows passes every check: its output cannot be allocated
+    with allocation_of(op, f"the output {out_shape(x)} of 't'"):
+        out = torch.empty(out_shape(x), dtype=torch.uint8, device=x.device)
+        return quantize_rows_into(out, x)
 
 
 def float_to_fused8bit_npu(t: torch.Tensor) -> torch.Tensor:
@@ -120,8 +123,9 @@ def float_to_fused8bit_out_npu(output: torch.Tensor, input: torch.Tensor) -> tor
     15 launches (the same steps, written in place)."""
     x = check_rows(FLOAT_OUT, "input", input, (torch.float32,))
     out = check_output(FLOAT_OUT, output, torch.uint8, x)
-    out.resize_(out_shape(x))
-    return quantize_rows_into(out, x)
+    with allocation_of(FLOAT_OUT, f"the output {out_shape(x)} of 'input'"):
+        out.resize_(out_shape(x))
+        return quantize_rows_into(out, x)
 
 
 def float_to_fused8bit_out_meta(output: torch.Tensor, input: torch.Tensor) -> torch.Tensor:
