@@ -35,6 +35,9 @@ class Budget:
     ``setup``: for a per-unit budget, the launches a call pays once whatever its unit count (the
     HSTU ops' layout change, paid once, then ``launches`` per query tile); ``path_setup`` per
     named path where it differs.
+    ``triton``: the launches of the op's fused Triton path (``native/_triton.py``) with the data
+    checks off, per label (``"call"``: the main path; other labels name argument paths); the
+    data checks add ``checks`` as on the tensor path (they are shared).
     ``target``: the catalogue's target (docs/ops.md) where ``launches`` exceeds it, and ``note``
     says why and what would close the gap; a budget is never loosened silently.
     """
@@ -52,6 +55,7 @@ class Budget:
     note: str = ""
     setup: int = 0
     path_setup: Mapping[str, int] = field(default_factory=dict)
+    triton: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.target is not None and self.launches <= self.target:
@@ -77,6 +81,12 @@ class Budget:
         checks = self.path_checks.get(path, self.checks) if path is not None else self.checks
         setup = self.path_setup.get(path, self.setup) if path is not None else self.setup
         return setup + launches * units + (checks if validating else 0)
+
+    def triton_limit(self, validating: bool, label: str = "call") -> int:
+        """Launches one call of the Triton path ``label`` may take, data checks on or off."""
+        if label not in self.triton:
+            raise KeyError(f"Budget: no Triton path {label!r}; known: {sorted(self.triton)}")
+        return self.triton[label] + (self.checks if validating else 0)
 
     def ai_cpu_limit(self, path: str | None = None) -> int | None:
         """AI-CPU launches one call may take on the main path or the named ``path`` (None: the

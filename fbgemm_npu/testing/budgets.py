@@ -19,6 +19,7 @@ from fbgemm_npu.testing.counters import Counter, assert_budget
 
 __all__ = [
     "assert_every_path_measured",
+    "assert_triton_budget",
     "drain_checks",
     "assert_op_budget",
     "budget_of",
@@ -66,6 +67,28 @@ def assert_op_budget(
             f"{c.syncs} syncs + {c.stalls} stalls, the budget says exactly {launches} and {syncs}: "
             "update budgets.py "
             f"(never loosen it silently)\n{c.summary()}"
+        )
+    return c
+
+
+def assert_triton_budget(fn: Callable[[], Any], qualname: str, label: str = "call") -> Counter:
+    """Run ``fn`` with the kernel mode ``triton`` and hold it exactly to ``qualname``'s Triton
+    budget ``label`` (``Budget.triton``): launches (at least one a Triton kernel), no syncs, no
+    stalls, no AI-CPU launch; returns the counter."""
+    from fbgemm_npu.native._triton import kernel_mode
+
+    entry = budget_of(qualname)
+    drain_checks()
+    launches = entry.triton_limit(validation_enabled(), label)
+    with kernel_mode("triton"):
+        c = assert_budget(fn, launches=launches, syncs=0, stalls_are_syncs=True)
+    _report(qualname, f"triton:{label}", c)
+    fused = [n for n in c.launch_ops if n.startswith("triton.")]
+    if not fused or c.launches != launches or c.ai_cpu:
+        raise AssertionError(
+            f"{qualname} [triton:{label}]: measured {c.launches} launches ({len(fused)} Triton, "
+            f"{c.ai_cpu} AI CPU), the budget says exactly {launches} with >= 1 Triton and 0 AI "
+            f"CPU: update budgets.py (never loosen it silently)\n{c.summary()}"
         )
     return c
 

@@ -103,3 +103,12 @@ def test_empty_grid_launches_nothing() -> None:
     with count("npu") as c:
         _triton.launch("axpy", _axpy, (0,), x, x, x, 0, 1.0, BLOCK=4)
     assert c.launches == 0
+
+
+def test_triton_budget_limit() -> None:
+    from fbgemm_npu.native.family import Budget
+
+    b = Budget(launches=9, checks=3, triton={"call": 1, "mean": 2})
+    assert (b.triton_limit(False), b.triton_limit(True), b.triton_limit(False, "mean")) == (1, 4, 2)
+    with pytest.raises(KeyError, match="no Triton path 'weighted'"):
+        b.triton_limit(False, "weighted")
