@@ -87,7 +87,27 @@ def versions() -> list[tuple[str, str]]:
         ("torchrec", _torchrec_version()),
         ("fbgemm_npu", fbgemm_npu.__version__),
         ("device", _device_line(fbgemm_npu.device_kind())),
+        ("triton", _dist_version("triton", "triton-ascend") or "not installed"),
+        ("kernels", _kernels_line()),
     ]
+
+
+def _kernels_line() -> str:
+    """The kernel mode (docs/design.md "Fused kernels") and how Triton would run on npu."""
+    import torch
+
+    from fbgemm_npu.native import _triton
+
+    try:
+        mode = _triton.mode()
+    except ValueError as exc:
+        return str(exc)
+    name = torch._C._get_privateuse1_backend_name()
+    backend = {
+        "native": "native (auto and triton use it)",
+        "interpreter": "interpreter (FBGEMM_NPU_KERNEL=triton only)",
+    }.get(_triton.backend_for(torch.device(name)) or "", "none (tensor programs)")
+    return f"{_triton.ENV}={mode}; Triton on {name}: {backend}"
 
 
 def coverage_table() -> list[str]:
@@ -119,7 +139,7 @@ def coverage_table() -> list[str]:
             else:
                 cells.append("")
         family = REGISTRY.families.get(op, "?").removeprefix("fbgemm_npu.native.")
-        launches, checks, syncs, *_, per, _paths, _target, _note = budget_cells(
+        launches, checks, syncs, *_, per, _paths, _triton, _target, _note = budget_cells(
             REGISTRY.budgets.get(op)
         )
         unit = "" if per in ("call", "") else f"/{per}"

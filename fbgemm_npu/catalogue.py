@@ -35,6 +35,9 @@ How to read a budget (the counters of `fbgemm_npu/testing/counters.py`, on the n
 - **syncs**: device-to-host synchronisations with every optional size argument given; "n if
   unsized" where the op's contract needs a host value when that argument is omitted.
 - **AI CPU**: launches a 910B runs on its AI CPU rather than its AI Cores (docs/hardware.md).
+- **triton**: the launches of the op's fused Triton kernel path (`FBGEMM_NPU_KERNEL=triton`, or
+  `auto` where a Triton backend runs on the device: docs/design.md "Fused kernels"), data checks
+  off, per label (`call` = the main path); the data checks add the same **checks**.
 - **target**: the catalogue's target, shown only where the budget exceeds it; the note says why
   and what would close the gap (a fused kernel, usually). A budget is never loosened silently.
 
@@ -81,9 +84,9 @@ def _ai_cpu(budget: Budget) -> str:
 
 
 def budget_cells(budget: Budget | None) -> list[str]:
-    """launches, checks, syncs, AI CPU, per, paths, target, note: the catalogue's cells."""
+    """launches, checks, syncs, AI CPU, per, paths, triton, target, note: the catalogue's cells."""
     if budget is None:
-        return ["?"] * 3 + [""] * 5
+        return ["?"] * 3 + [""] * 6
     syncs = str(budget.syncs)
     if budget.syncs_unsized is not None and budget.syncs_unsized != budget.syncs:
         syncs += f" ({budget.syncs_unsized} if unsized)"
@@ -97,6 +100,7 @@ def budget_cells(budget: Budget | None) -> list[str]:
         _ai_cpu(budget),
         budget.per,
         _paths(budget),
+        "; ".join(f"{k}: {v}" for k, v in budget.triton.items()),
         "" if budget.target is None else str(budget.target),
         budget.note,
     ]
@@ -107,7 +111,8 @@ def _escape(cell: str) -> str:
 
 
 def _table(rows: Iterable[list[str]]) -> list[str]:
-    head = ["op", "keys", "launches", "checks", "syncs", "AI CPU", "per", "paths", "target", "note"]
+    head = ["op", "keys", "launches", "checks", "syncs", "AI CPU", "per", "paths", "triton"]
+    head += ["target", "note"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in rows]
     return out
