@@ -37,7 +37,9 @@ class Budget:
     named path where it differs.
     ``triton``: the launches of the op's fused Triton path (``native/_triton.py``) with the data
     checks off, per label (``"call"``: the main path; other labels name argument paths); the
-    data checks add ``checks`` as on the tensor path (they are shared).
+    data checks add ``checks`` as on the tensor path (they are shared), or ``triton_checks``
+    where the Triton path checks the data in its own kernel (a flag per program, then a cheaper
+    reduction than the tensor path's).
     ``target``: the catalogue's target (docs/ops.md) where ``launches`` exceeds it, and ``note``
     says why and what would close the gap; a budget is never loosened silently.
     """
@@ -56,6 +58,7 @@ class Budget:
     setup: int = 0
     path_setup: Mapping[str, int] = field(default_factory=dict)
     triton: Mapping[str, int] = field(default_factory=dict)
+    triton_checks: int | None = None
 
     def __post_init__(self) -> None:
         if self.target is not None and self.launches <= self.target:
@@ -86,7 +89,8 @@ class Budget:
         """Launches one call of the Triton path ``label`` may take, data checks on or off."""
         if label not in self.triton:
             raise KeyError(f"Budget: no Triton path {label!r}; known: {sorted(self.triton)}")
-        return self.triton[label] + (self.checks if validating else 0)
+        checks = self.checks if self.triton_checks is None else self.triton_checks
+        return self.triton[label] + (checks if validating else 0)
 
     def ai_cpu_limit(self, path: str | None = None) -> int | None:
         """AI-CPU launches one call may take on the main path or the named ``path`` (None: the
