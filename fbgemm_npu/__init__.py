@@ -22,7 +22,8 @@ _device.activate()
 _mirror.install()  # fbgemm_npu.<path> mirrors every public fbgemm_gpu.<path>: _mirror.py
 from fbgemm_npu import integrations as _integrations  # noqa: E402, F401 - torchrec on npu
 from fbgemm_npu.native._pending import check  # noqa: E402 - the deferred data checks' read
+from fbgemm_npu.native._triton import kernel_mode  # noqa: E402 - tensor / triton / auto kernels
 
 device_kind = _device.device_kind
 
-__all__ = ["__version__", "check", "device_kind"]
+__all__ = ["__version__", "check", "device_kind", "kernel_mode"]
