@@ -40,6 +40,7 @@ from fbgemm_npu.native._checks import (
     validation_enabled,
 )
 from fbgemm_npu.native._index import arange_cached
+from fbgemm_npu.native._triton import use_triton
 from fbgemm_npu.native.fbgemm.permute._gather import (
     index_dtype,
     row_bounds,
@@ -149,6 +150,15 @@ def permute_rows(
                 f"{op}: argument 'permuted_lengths_sum' ({permuted_lengths_sum}) must equal the "
                 f"sum of the permuted lengths, at most permute.numel() ({t_out}) * {limit}"
             )
+    bound = t_out * n_avail if permuted_lengths_sum is None else permuted_lengths_sum
+    fits = index_dtype(n_avail, bound, t_in * b + 1, t_out * b + 1) == torch.int32
+    if use_triton(op, lengths.device, supported=fits):  # 2 launches: _triton_permute
+        from fbgemm_npu.native.fbgemm.permute._triton_permute import permute_rows_triton
+
+        made = permute_rows_triton(
+            op, perm, lengths, flat_values, weights, permuted_lengths_sum, n_avail, limit, outs
+        )
+        return _given_or(outs, made, weights is not None)
     bounds = DataChecks(op)
     index = perm
     if validation_enabled():
