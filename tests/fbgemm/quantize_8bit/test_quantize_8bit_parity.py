@@ -186,3 +186,18 @@ def test_rounding_ties_follow_upstream() -> None:
         args = (output_dtype, False, False)
         want = F.Fused8BitRowwiseQuantizedToFloatOrHalf(first, *args)
         assert torch.equal(_on_npu("Fused8BitRowwiseQuantizedToFloatOrHalf", first, *args), want)
+
+
+@pytest.mark.parametrize("width", [3, 9, 17])
+def test_bfloat16_output_of_a_transposed_input(width: int) -> None:
+    """A fused input in transposed storage: its strides reached the float32 step, whose int32
+    view bfloat16's tail rounding reads as int16 pairs ('self.stride(-1) must be 1': the fuzz
+    suite's finding); the float32 step is contiguous now."""
+    g = torch.Generator().manual_seed(width)
+    q = F.FloatToFused8BitRowwiseQuantized(torch.randn(5, width, generator=g) * 20)
+    qt = q.t().contiguous().t()  # the last dim strided
+    want = F.Fused8BitRowwiseQuantizedToBfloat16(q)
+    got = F.Fused8BitRowwiseQuantizedToBfloat16(qt.to(NPU)).cpu()
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    got = F.Fused8BitRowwiseQuantizedToFloatOrHalf(qt.to(NPU), 5).cpu()
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))

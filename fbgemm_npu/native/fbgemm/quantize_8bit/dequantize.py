@@ -104,7 +104,9 @@ def dequantize_rows_into(
     if out.dtype == torch.float16:
         y = y.to(torch.float32)  # upstream rounds its float32 result to float16 (RNE)
     elif out.dtype == torch.bfloat16:
-        y = y.to(torch.float32)
+        # contiguous (the cast's own output, no launch more): a transposed input's strides
+        # would reach y, and bfloat16_half_up reads its int32 view as int16 pairs
+        y = y.to(torch.float32, memory_format=torch.contiguous_format)
         body = m // 8 * 8  # upstream's 8-wide vector part rounds to even, its tail half up
         if body < m:
             out[..., body:].copy_(bfloat16_half_up(y[..., body:]))

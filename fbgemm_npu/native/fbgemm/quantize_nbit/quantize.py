@@ -20,7 +20,10 @@ as upstream's AVX2 path converts it (``cvtps_epi32`` gives ``INT_MIN``, saturate
 for 8-bit and the last ``C % 32`` columns, wraps such a ``long`` to ``int`` instead).  A row with
 no columns stores scale ``-inf`` and bias ``+inf`` (upstream's ``FLT_MAX`` start values), and
 the maximum is at least ``-FLT_MAX`` (so a row of ``-inf`` has scale ``inf``, as upstream's 2 / 4 /
-8-bit kernels give; its reference kernel for the other rates stores NaN there).  NaN inputs and
+8-bit kernels give; its reference kernel for the other rates stores NaN there, as the half
+``0x7FFF`` it also stores for a row of ``+inf``, where ours has torch's cast of the NaN,
+``0xFE00``, as the 2 / 4 / 8-bit kernels: both NaN, the dequantized values NaN either way; and
+that kernel leaves a column-free row's scale and bias unwritten).  NaN inputs and
 a minimum that is both ``+0`` and ``-0`` follow torch's ``aminmax``, not upstream's lane order.
 
 Dtypes: ``Float...`` float32, ``Half...`` float16, ``FloatOrHalf...`` both (upstream's ``Float``
