@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from fbgemm_npu.native._index import arange_cached
+from fbgemm_npu.native._triton import use_triton
 from fbgemm_npu.native.fbgemm.bucketize import _order
 from fbgemm_npu.native.fbgemm.bucketize import _search as us
 from fbgemm_npu.native.fbgemm.bucketize import _utils as ub
@@ -25,9 +26,11 @@ from fbgemm_npu.native.fbgemm.bucketize._checks import (
     validate_block,
 )
 
-__all__ = ["block_bucketize"]
+__all__ = ["TRITON_MAX_BUCKETS", "block_bucketize"]
 
 Opt = torch.Tensor | None
+# my_size the fused Triton kernels serve: their one-hot tile is BLOCK_L x next_pow2(my_size)
+TRITON_MAX_BUCKETS = 1024
 
 
 def block_bucketize(
@@ -78,6 +81,30 @@ def block_bucketize(
 
     total = None if total_num_blocks is None else total_num_blocks.reshape(-1)
     batch = None if batch_size_per_feature is None else batch_size_per_feature.reshape(-1)
+    keep_orig_idx_per_feature = (
+        None if keep_orig_idx_per_feature is None else keep_orig_idx_per_feature.reshape(-1)
+    )
+    # uniform blocks, sizes below 2**31: 3 launches, the data checks in the kernels (_triton_block)
+    fits = not pos and n > 0 and p_size <= TRITON_MAX_BUCKETS and max(n * p_size, n_idx) < 2**31
+    if use_triton(op, x.device, supported=fits):
+        from fbgemm_npu.native.fbgemm.bucketize._triton_block import block_bucketize_triton
+
+        return block_bucketize_triton(
+            op,
+            lengths_,
+            x,
+            blocks,
+            p_size,
+            weights,
+            weights_dim,
+            batch,
+            total,
+            keep_orig_idx_per_feature,
+            keep_orig_idx and keep_orig_idx_per_feature is None,
+            (sequence, bucketize_pos, return_bucket_mapping),
+            (indices.shape, None if weights is None else weights.shape),
+            counts_allocation(op, n, p_size),
+        )
     local_blocks = None
     if total is not None and not pos:
         local_blocks = torch.floor_divide(total, p_size)
