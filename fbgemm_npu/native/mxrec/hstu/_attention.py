@@ -33,6 +33,11 @@ returns): a tile's scores are ``[B, N_q, t, S_k]`` with ``t`` from :func:`tile_r
 launches of a call are a fixed setup plus a fixed count per tile, for any ``B`` and ``N``.
 dtypes float32, float16, bfloat16: matmuls in the input dtype, scores in float32, dk / dv
 accumulated in float32.
+
+Fused Triton kernels (``_triton_attention.py``: 1 launch forward, 2 backward, online over key
+blocks, no score tile in memory) serve every op built on this program where
+``native/_triton.use_triton`` picks them and :func:`triton_supported` holds; the tensor program
+stays the reference and the fallback.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from dataclasses import dataclass
 import torch
 
 from fbgemm_npu.native._index import arange_cached
+from fbgemm_npu.native._triton import use_triton
 from fbgemm_npu.native.mxrec.hstu._spans import Spans
 
 __all__ = [
@@ -51,6 +57,7 @@ __all__ = [
     "attention_forward",
     "invisible",
     "tile_rows",
+    "triton_supported",
 ]
 
 # float32 elements of one tile's scores: 4 Mi (16 MiB); a module attribute, so tests force tiles
@@ -80,6 +87,7 @@ class Problem:
     scale: float = 1.0
     alpha: float = 1.0
     bias_grad: bool = True  # the backward returns dbias (False: FBGEMM's has_drab=False)
+    op: str = "mxrec::hstu attention"  # named by the kernel selection's errors
 
     @property
     def ratio(self) -> int:
@@ -89,6 +97,29 @@ class Problem:
         b, s, n = self.q.size(0), self.q.size(1), self.q.size(2)
         t = tile_rows(b, n, s, self.k.size(1))
         return [(r0, min(s, r0 + t)) for r0 in range(0, s, t)]
+
+
+_TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def triton_supported(p: Problem, grad: torch.Tensor | None = None) -> bool:
+    """Whether the fused Triton kernels take ``p``: q / k / v (and ``grad``) of one dtype among
+    float32 / float16 / bfloat16 (not float64: Ascend's cube has none), head dims 1..256 (one
+    tile of a head row), bias / mask in those dtypes, spans of 1 or ``N_q`` heads and at most 8
+    intervals (unrolled in the kernel), ``B * N_q`` programs within a grid dim (65535), real
+    tensors (not meta / fake).  Host checks of sizes and dtypes only."""
+    q, k, v = p.q, p.k, p.v
+    dts = {t.dtype for t in (q, k, v, *(() if grad is None else (grad,)))}
+    if len(dts) != 1 or q.dtype not in _TRITON_DTYPES or q.device.type == "meta":
+        return False
+    if not (0 < q.size(3) <= 256 and 0 < v.size(3) <= 256 and q.size(0) * q.size(2) <= 65535):
+        return False
+    if any(x is not None and x.dtype not in _TRITON_DTYPES for x in (p.bias, p.mask)):
+        return False
+    if isinstance(q, torch._subclasses.FakeTensor):
+        return False
+    sp = p.spans
+    return sp is None or (sp.table.size(1) in (1, q.size(2)) and sp.table.size(3) <= 16)
 
 
 def invisible(p: Problem, r0: int, r1: int) -> torch.Tensor | None:
@@ -217,7 +248,11 @@ def attention_forward(p: Problem) -> torch.Tensor:
     """Padded output ``[B, S_q, N_q, D_v]`` in q's dtype (rows past a length are 0), contiguous.
     Launches: 4 (5 with a custom mask or a shorter last tile) + 5 per tile (float32, causal) up
     to 12 (half precision, bias, context and targets): :meth:`Problem.tiles`, whatever ``B``
-    and ``N``."""
+    and ``N``; the Triton path 1."""
+    if use_triton(p.op, p.q.device, triton_supported(p)):
+        from fbgemm_npu.native.mxrec.hstu._triton_attention import forward
+
+        return forward(p)
     b, s, nk, dt = p.q.size(0), p.k.size(1), p.k.size(2), p.q.dtype
     fold = dt == torch.float32  # the scale rides on v: the same rounding as on the scores
     qg = _grouped(p.q, p, p.alpha)
@@ -243,7 +278,11 @@ def attention_backward(
     """Padded ``(dq, dk, dv, dbias)`` for the padded output gradient ``grad [B, S_q, N_q, D_v]``:
     dq / dk / dv in q's dtype and padded shapes, dbias ``[B, N_b, S_q, S_k]`` in the bias's
     dtype (None without a bias; 0 outside the visible entries).  Launches: 8 (+2 with a bias)
-    + 10 per tile (float32, causal) up to 20."""
+    + 10 per tile (float32, causal) up to 20; the Triton path 2."""
+    if use_triton(p.op, p.q.device, triton_supported(p, grad)):
+        from fbgemm_npu.native.mxrec.hstu._triton_attention import backward
+
+        return backward(p, grad)
     b, s, nk, r, dt = p.q.size(0), p.k.size(1), p.k.size(2), p.ratio, p.q.dtype
     f32 = dt == torch.float32
     qg = _grouped(p.q, p, p.alpha)
