@@ -27,6 +27,7 @@ __all__ = [
     "SEPARATOR",
     "assert_same_outputs",
     "block_call",
+    "block_kwargs",
     "cyclic_call",
     "docs_example",
     "kjt",
@@ -121,7 +122,25 @@ def block_call(
     return_bucket_mapping: bool = False,
     lengths_dtype: torch.dtype | None = None,
 ) -> Callable[[], Any]:
-    """A call of block op ``op`` on the argument path ``path`` (see the module docstring).
+    """A call of block op ``op`` on the argument path ``path``: :func:`block_kwargs`' call."""
+    args = (device, keep_orig_idx, return_bucket_mapping, lengths_dtype)
+    kw = block_kwargs(op, path, n_feat, batch, *args)
+    fn = getattr(F, op.split("::")[1])
+    return lambda: fn(**kw)
+
+
+def block_kwargs(
+    op: str,
+    path: str | None,
+    n_feat: int,
+    batch: int,
+    device: str = "npu",
+    keep_orig_idx: bool = False,
+    return_bucket_mapping: bool = False,
+    lengths_dtype: torch.dtype | None = None,
+) -> dict[str, Any]:
+    """The arguments of a call of block op ``op`` on the argument path ``path`` (see the module
+    docstring).
 
     A ceiling (``EVERY``) uses every option at once, plus what raises the count further where
     the form has it: ``my_size`` 1 with uniform ``total_num_blocks`` (a division by ``G``
@@ -167,8 +186,7 @@ def block_call(
         kw["lengths"] = _strided_lengths(kw["lengths"], n_feat)
     if op == BLOCK_INFERENCE:
         kw["return_bucket_mapping"] = return_bucket_mapping or every
-    fn = getattr(F, op.split("::")[1])
-    return lambda: fn(**kw)
+    return kw
 
 
 def cyclic_call(

@@ -77,6 +77,21 @@ _TRAINING_PATHS = {
     _BOTH_EVERY: 67,
 }
 
+# The fused Triton path of the block ops (uniform blocks; _triton_block.py): count, scan and
+# scatter kernels, 3 launches on every path it serves; a ceiling adds the copy of its
+# non-contiguous lengths (read flat).  Its data checks are computed by the kernels (a flag per
+# program, reduced by the scan kernel) and queued from a view of one byte: 0 launches more.
+_TRITON = {
+    "call": 3,
+    **{path: 3 for path in _TRAINING_PATHS if "block_bucketize_pos" not in path},
+    _UNIFORM_EVERY: 4,
+    _TOTAL_EVERY: 4,
+}
+_TRITON_NOTE = (
+    "; Triton path (uniform blocks): 3 launches (count, scan, scatter), checks in the kernels; "
+    "block_bucketize_pos and my_size > 1024 keep the tensor program"
+)
+
 BUDGETS: dict[str, Budget] = {
     "fbgemm::block_bucketize_sparse_features": Budget(
         19,
@@ -84,7 +99,9 @@ BUDGETS: dict[str, Budget] = {
         ai_cpu=0,
         paths=_TRAINING_PATHS,
         path_checks=_BLOCK_CHECKS,
-        note=_BLOCK_NOTE,
+        note=_BLOCK_NOTE + _TRITON_NOTE,
+        triton=_TRITON,
+        triton_checks=0,
     ),
     # As the training op; the bucket mapping is the bucket tensor itself, cast once (+1) where
     # variable blocks make it int64 and the indices are int32.
@@ -94,7 +111,9 @@ BUDGETS: dict[str, Budget] = {
         ai_cpu=0,
         paths={**_TRAINING_PATHS, _POS_EVERY: 54, _BOTH_EVERY: 68},
         path_checks=_BLOCK_CHECKS,
-        note=_BLOCK_NOTE,
+        note=_BLOCK_NOTE + _TRITON_NOTE,
+        triton=_TRITON,
+        triton_checks=0,
     ),
     # Weights are always given (one index_select of their rows): the training op's weights path.
     "fbgemm::block_bucketize_sparse_features_2d_weights": Budget(
@@ -116,7 +135,9 @@ BUDGETS: dict[str, Budget] = {
             _BOTH_EVERY: 67,
         },
         path_checks=_BLOCK_CHECKS,
-        note=_BLOCK_NOTE,
+        note=_BLOCK_NOTE + _TRITON_NOTE,
+        triton={k: v for k, v in _TRITON.items() if "weights" not in k},
+        triton_checks=0,
     ),
     # Cyclic: bucket u % my_size, an unsigned divmod (2 more launches when my_size is not a
     # power of two), the rows (segment ids), the counts (int32, widened once: the paths are
