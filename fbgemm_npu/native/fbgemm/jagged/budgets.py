@@ -16,6 +16,10 @@ scatter (whose padding positions are marked -1 already: the rows' ge only); each
 adds 4 (its range compare, a subtract, the parent rows' where and ge).  So every ``two_dims`` /
 ``three_dims`` path has its own ``path_checks``; the ``two_dtypes`` paths, which run the kernel
 and its check once per dense input, twice that.
+The fused Triton path (``triton``, one jagged dim, ``_triton_dense.py``): to_dense one kernel
+that writes every output element; to_jagged a ``zeros`` and one scatter kernel (strided inputs
+read through their strides, no copy); its data check (``triton_checks``) is a flag per program
+written by the kernel, then an ``any`` and a ``logical_not``: 2 launches for any dtype.
 The ops that return offsets (``-> (Tensor, Tensor[])``) copy them, a ``clone`` per jagged dim
 (the schemas declare no alias, so an output may not be an input): one launch per dim more than
 their ``_forward`` variants, none in the checks.
@@ -47,6 +51,18 @@ _TO_DENSE = Budget(
         "three_dims_int64_values": 16,
     },
     path_checks={**_READ_DIMS, **_READ_DIMS_INT64},
+    triton={"call": 1, "int64_values": 1},
+    triton_checks=2,
+)
+
+# The one-offsets ops, jagged_1d_to_dense and jagged_2d_to_dense: the same program and kernel.
+_ONE_TO_DENSE = Budget(
+    launches=5,
+    checks=6,
+    ai_cpu=0,
+    paths={"int64_values": 6},
+    triton={"call": 1},
+    triton_checks=2,
 )
 
 # Dense -> jagged: the same index, its padding positions sent to a spare row (where, remainder),
@@ -69,6 +85,8 @@ _TO_JAGGED = Budget(
         "three_dims_no_total_L": 17,
     },
     path_checks={**_WRITE_DIMS, "two_dims_no_total_L": 9, "three_dims_no_total_L": 13},
+    triton={"call": 2, "strided_dense": 2},
+    triton_checks=2,
 )
 
 # to_jagged of y (a strided y is copied, as above) and the product or sum with x_values.
@@ -153,8 +171,8 @@ BUDGETS: dict[str, Budget] = {
     # upstream's composite: its forward op, run by our autograd kernel (no launch of its own)
     "fbgemm::jagged_to_padded_dense": _TO_DENSE,
     "fbgemm::jagged_to_padded_dense_forward": _TO_DENSE,
-    "fbgemm::jagged_1d_to_dense": Budget(launches=5, checks=6, ai_cpu=0, paths={"int64_values": 6}),
-    "fbgemm::jagged_2d_to_dense": Budget(launches=5, checks=6, ai_cpu=0, paths={"int64_values": 6}),
+    "fbgemm::jagged_1d_to_dense": _ONE_TO_DENSE,
+    "fbgemm::jagged_2d_to_dense": _ONE_TO_DENSE,
     # to_jagged of the gradient, total_L always given
     "fbgemm::jagged_to_padded_dense_backward": Budget(
         launches=6,
@@ -162,6 +180,8 @@ BUDGETS: dict[str, Budget] = {
         ai_cpu=0,
         paths={"strided_grad_output": 7, "two_dims": 11, "three_dims": 16},
         path_checks=_WRITE_DIMS,
+        triton={"call": 2, "strided_grad_output": 2},
+        triton_checks=2,
     ),
     "fbgemm::dense_to_jagged": _TO_JAGGED,  # upstream's composite, as jagged_to_padded_dense
     "fbgemm::dense_to_jagged_forward": _TO_JAGGED,

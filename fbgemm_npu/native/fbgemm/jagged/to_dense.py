@@ -14,7 +14,9 @@ from collections.abc import Callable, Sequence
 import torch
 
 from fbgemm_npu.native._autograd import below_autograd
-from fbgemm_npu.native._checks import allocation_of, check_ndim
+from fbgemm_npu.native._checks import allocation_of, check_ndim, validation_enabled
+from fbgemm_npu.native._triton import kernel_mode, use_triton
+from fbgemm_npu.native._triton import mode as kernel_mode_now
 from fbgemm_npu.native.fbgemm.jagged._utils import (
     READ_CHECK,
     check_max_lengths,
@@ -34,6 +36,7 @@ __all__ = [
     "jagged_to_padded_dense_forward_npu",
     "jagged_to_padded_dense_npu",
     "to_dense",
+    "triton_supported",
 ]
 
 JAGGED_TO_PADDED_DENSE = "fbgemm::jagged_to_padded_dense"
@@ -91,6 +94,13 @@ def _gathered(
     if values.numel() == 0:  # upstream fills the padding without looking at the offsets
         return values.new_full(out_shape, pad_value)
     what = f"argument '{offsets_arg}': {READ_CHECK}"
+    if use_triton(op, values.device, supported=triton_supported(offsets, lengths)):
+        from fbgemm_npu.native.fbgemm.jagged._triton_dense import to_dense_triton
+
+        check = validation_enabled()
+        return to_dense_triton(
+            op, values, offsets[0], lengths[0], out_shape, pad_value, check, what
+        )
     index = checked_dense_index(op, offsets, lengths, n, what)
     if index is None:
         return values.new_full(out_shape, pad_value)
@@ -102,6 +112,16 @@ def _gathered(
     else:
         out = values.reshape(n, inner).index_select(0, rows.reshape(-1))
     return fill_padding(out, pad.reshape(-1), pad_value).view(out_shape)
+
+
+# The Triton kernels' dense length limit: 65535 grid blocks of at least 32 positions.
+_TRITON_MAX_LENGTH = 65535 * 32
+
+
+def triton_supported(offsets: Sequence[torch.Tensor], lengths: Sequence[int]) -> bool:
+    """Whether the fused Triton kernels (:mod:`._triton_dense`) serve a call: one jagged dim
+    and a dense length their grid holds; the tensor program serves the rest."""
+    return len(offsets) == 1 and lengths[0] <= _TRITON_MAX_LENGTH
 
 
 def _check_padding_fits(op: str, padding_value: float, dtype: torch.dtype) -> None:
@@ -174,12 +194,14 @@ class _JaggedToPaddedDense(torch.autograd.Function):
     def forward(ctx, values, run, *offsets):  # type: ignore[override]
         ctx.save_for_backward(*offsets)
         ctx.values_shape = values.shape
+        ctx.kernel = kernel_mode_now()  # autograd's device thread does not see it
         return below_autograd(run, values, list(offsets))
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
         offsets = list(ctx.saved_tensors)
-        g = torch.ops.fbgemm.jagged_to_padded_dense_backward(grad, offsets, ctx.values_shape[0])
+        with kernel_mode(ctx.kernel):  # the forward's selection
+            g = torch.ops.fbgemm.jagged_to_padded_dense_backward(grad, offsets, ctx.values_shape[0])
         return (g.reshape(ctx.values_shape), None, *([None] * len(offsets)))
 
 

@@ -14,7 +14,9 @@ from collections.abc import Sequence
 import torch
 
 from fbgemm_npu.native._autograd import below_autograd
-from fbgemm_npu.native._checks import allocation_of, check_ndim
+from fbgemm_npu.native._checks import allocation_of, check_ndim, validation_enabled
+from fbgemm_npu.native._triton import kernel_mode, use_triton
+from fbgemm_npu.native._triton import mode as kernel_mode_now
 from fbgemm_npu.native.fbgemm.jagged._utils import (
     WRITE_CHECK,
     check_offsets,
@@ -22,6 +24,7 @@ from fbgemm_npu.native.fbgemm.jagged._utils import (
     checked_dense_index,
     record_or_run,
 )
+from fbgemm_npu.native.fbgemm.jagged.to_dense import triton_supported
 
 __all__ = [
     "KERNELS",
@@ -57,6 +60,11 @@ def to_jagged(
         if dense.numel() == 0:
             return dense.new_zeros((total, d))
         what = f"argument '{offsets_arg}': {WRITE_CHECK}"
+        lengths = list(dense.shape[1:-1])
+        if use_triton(op, dense.device, supported=triton_supported(offsets, lengths)):
+            from fbgemm_npu.native.fbgemm.jagged._triton_dense import to_jagged_triton
+
+            return to_jagged_triton(op, dense, offsets[0], total, validation_enabled(), what)
         index = checked_dense_index(op, offsets, dense.shape[1:-1], total, what, write=True)
         if index is None:
             return dense.new_zeros((total, d))
@@ -163,12 +171,14 @@ class _DenseToJagged(torch.autograd.Function):
     def forward(ctx, dense, run, *offsets):  # type: ignore[override]
         ctx.save_for_backward(*offsets)
         ctx.lengths = list(dense.shape[1:-1])
+        ctx.kernel = kernel_mode_now()  # autograd's device thread does not see it
         return below_autograd(run, dense, list(offsets))
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
         offsets = list(ctx.saved_tensors)
-        g = torch.ops.fbgemm.jagged_to_padded_dense_forward(grad, offsets, ctx.lengths, 0.0)
+        with kernel_mode(ctx.kernel):  # the forward's selection
+            g = torch.ops.fbgemm.jagged_to_padded_dense_forward(grad, offsets, ctx.lengths, 0.0)
         return (g, None, *([None] * len(offsets)))
 
 
