@@ -74,11 +74,18 @@ def _note(step_over: str = "", vbe: bool = False) -> str:
 
 
 _LOOKUP = "fbgemm::split_embedding_codegen_lookup_{}_function_pt2"
+# The fused Triton forward (_triton_forward.py): one kernel for every fixed-batch forward of a
+# lookup (SUM / MEAN / NONE, weighted or not, any number of D, training or inference: "call"
+# pooled, "sequence" NONE); its data check is a flag per program reduced by one `all`
+# (triton_checks 1, in place of the tensor program's 7).  VBE and global weight decay run the
+# tensor program.
+_TRITON_FORWARD = {"call": 1, "sequence": 1}
+_TRITON_CHECKS = 1
 
 
-def _lookup(paths: dict[str, int], note: str = "") -> Budget:
+def _lookup(paths: dict[str, int], note: str = "", triton: dict[str, int] | None = None) -> Budget:
     """A lookup's budget: the forward's main path and ``paths``, the index check on the forwards
-    only."""
+    only; ``triton``: Triton labels beside the fused forward's (``_TRITON_FORWARD``)."""
     backwards = {p: 0 for p in paths if p.endswith("backward")}
     backwards.update({p: c for p, c in _PATH_CHECKS.items() if p in paths})
     if not note.startswith(_FORWARD_NOTE):
@@ -92,6 +99,8 @@ def _lookup(paths: dict[str, int], note: str = "") -> Budget:
         path_checks=backwards,
         target=10,
         note=note,
+        triton={**_TRITON_FORWARD, **(triton or {})},
+        triton_checks=_TRITON_CHECKS,
     )
 
 

@@ -38,7 +38,9 @@ Program (per call, then per table class of :mod:`fbgemm_npu.native.fbgemm.tbe._u
    that are never written out), then the pooled rows are written to their output columns.
 
 Strided ``indices`` / ``offsets`` views are copied to contiguous tensors first (torch's CPU
-``_embedding_bag`` reads their raw buffer); contiguous ones cost nothing.
+``_embedding_bag`` reads their raw buffer); contiguous ones cost nothing.  Where Triton is
+chosen (``native/_triton.py``), the calls :func:`_triton_supported` accepts run the fused
+kernel of :mod:`._triton_forward` (1 launch, + 1 for the data check).
 
 Launches (non-VBE, one class, fp32): the bag ids (clamp, index_add, cumsum), floor_divide,
 index_select, the clamp, addcmul, _embedding_bag, the transposing copy into the output (dtype
@@ -66,6 +68,7 @@ from typing import Any
 import torch
 
 from fbgemm_npu.native._checks import assert_on_device, validation_enabled
+from fbgemm_npu.native._triton import use_triton
 from fbgemm_npu.native.fbgemm.tbe._utils import TbePlan, arange_cached, class_view, segment_ids
 from fbgemm_npu.native.fbgemm.tbe.vbe import (
     VbeBlocks,
@@ -91,6 +94,11 @@ POOLING_SUM = 0
 POOLING_MEAN = 1
 POOLING_NONE = 2
 
+INDEX_CHECK = (  # the data check's message, the tensor program's and the Triton kernel's
+    "argument 'indices' holds an index outside [0, rows of its table) (-1 included; upstream "
+    "raises too), or argument 'offsets' does not start at 0, decreases or ends past the indices "
+    "(BoundsCheckMode.WARNING / IGNORE repair all but -1)"
+)
 # upstream SparseType.as_int() -> torch dtype, for the output dtypes a training TBE supports
 _OUTPUT_DTYPES = {0: torch.float32, 1: torch.float16, 5: torch.bfloat16}
 
@@ -211,9 +219,7 @@ def _bounded_indices(
         assert_on_device(
             op,
             ok,
-            "argument 'indices' holds an index outside [0, rows of its table) (-1 included; "
-            "upstream raises too), or argument 'offsets' does not start at 0, decreases or "
-            "ends past the indices (BoundsCheckMode.WARNING / IGNORE repair all but -1)",
+            INDEX_CHECK,
         )
         return safe, ends, ok
     return safe, None, None
@@ -244,6 +250,15 @@ def closed_offsets(offsets: torch.Tensor, L: int, traced: bool = False) -> torch
     return torch.cat([offsets, arange_cached(L + 1, offsets.device, offsets.dtype)[L:]])
 
 
+def _triton_supported(plan: TbePlan, w: torch.Tensor, L: int, offsets: torch.Tensor, pool: int,
+                      vbe: VbeArgs | None, scale: object) -> bool:  # fmt: skip
+    """The calls the fused kernel serves: no VBE, no global weight decay, a bag and a table
+    class at least, positions in int32, a flat weights buffer, one D for pooling NONE."""
+    ok = vbe is None and scale is None and bool(plan.classes) and 1 < offsets.numel() < 2**31
+    ok = ok and L < 2**31 - 1 and w.dim() == 1 and w.stride(0) == 1
+    return ok and (pool != POOLING_NONE or len(set(plan.dims)) == 1)
+
+
 def tbe_forward(
     op: str,
     plan: TbePlan,
@@ -271,6 +286,12 @@ def tbe_forward(
     # torch's CPU _embedding_bag (and searchsorted's fast path) read the raw buffer of a strided
     # offsets or indices view: honour the strides with a copy (none for contiguous inputs)
     indices, offsets = indices.contiguous(), offsets.contiguous()
+    pick = _triton_supported(plan, weights, L, offsets, pooling_mode, vbe, index_scale)
+    if use_triton(op, weights.device, pick):
+        from fbgemm_npu.native.fbgemm.tbe._triton_forward import forward_state as fused
+
+        args = (plan, weights, indices, offsets, pooling_mode, indice_weights, output_dtype)
+        return fused(op, *args, for_backward)
     bag, t, B, blocks = _bags_and_features(plan, indices, offsets, vbe)
     mats = []
     safe, ends, ok = indices, None, None
