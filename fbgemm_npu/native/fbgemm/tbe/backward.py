@@ -53,6 +53,7 @@ and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -68,6 +69,7 @@ __all__ = [
     "grad_rows_unsorted",
     "index_scale",
     "sort_keys",
+    "triton_backward",
     "write_rows",
 ]
 
@@ -280,3 +282,46 @@ def accumulate_rows(target: torch.Tensor, rows: torch.Tensor, delta: torch.Tenso
     itself, which torch_npu runs natively (its in-place ``index_add_`` is not in the list) and
     the CPU runs about twice as fast as ``index_put_(accumulate=True)``."""
     torch.index_add(target, 0, rows, delta, out=target)
+
+
+# The optimizers the fused Triton step (:mod:`._triton_backward`) runs, and its widest D.
+TRITON_OPTIMIZERS = frozenset(
+    ("sgd", "adagrad", "rowwise_adagrad", "adam", "partial_rowwise_adam", "lamb",
+     "partial_rowwise_lamb", "lars_sgd")
+)  # fmt: skip
+TRITON_MAX_D = 2048
+
+
+def triton_backward(
+    call: Any, plan: TbePlan, state: ForwardState, grad_output: torch.Tensor, need_iw: bool
+) -> bool:
+    """Run the backward and optimizer step as the fused Triton kernel of
+    :mod:`._triton_backward` (the key sort and one kernel per class) where the kernel mode and
+    the call allow it; ``False``: the caller runs the tensor program.  Not supported (the tensor
+    program serves them): other optimizers, Adam's rowwise bias correction, global weight decay,
+    VBE, a device learning rate, traced calls, per-sample-weight gradients (``need_iw`` with
+    per-sample weights), D above ``TRITON_MAX_D``.  ``call``: the :class:`.call.LookupCall`."""
+    from fbgemm_npu.native._triton import use_triton
+    from fbgemm_npu.native.fbgemm.tbe.optimizers import OPTIMIZERS
+
+    opt = call.optimizer
+    ok = (
+        opt in TRITON_OPTIMIZERS
+        and len(call.states) == len(OPTIMIZERS[opt].states)
+        and call.gwd is None
+        and call.vbe is None
+        and not call.traced
+        and not isinstance(call.step.lr, torch.Tensor)
+        and not (need_iw and call.indice_weights is not None)
+        and grad_output.dim() == 2
+        and grad_output.dtype in (torch.float32, torch.float16, torch.bfloat16)
+        and len(state.mats) == len(plan.classes)
+        and all(cls.D <= TRITON_MAX_D for cls in plan.classes)
+    )
+    if not use_triton(call.op, grad_output.device, supported=ok):
+        return False
+    from fbgemm_npu.native.fbgemm.tbe._triton_backward import step_class_triton
+
+    for cls, mat in zip(plan.classes, state.mats, strict=True):
+        step_class_triton(call, cls, mat, state, grad_output)
+    return True

@@ -31,12 +31,15 @@ from typing import Any
 
 import torch
 
+from fbgemm_npu.native._triton import kernel_mode
+from fbgemm_npu.native._triton import mode as kernel_mode_now
 from fbgemm_npu.native.fbgemm.tbe._utils import TableClass, TbePlan, class_view
 from fbgemm_npu.native.fbgemm.tbe.backward import (
     RunSlots,
     accumulate_rows,
     aggregate_class,
     grad_rows_unsorted,
+    triton_backward,
     write_rows,
 )
 from fbgemm_npu.native.fbgemm.tbe.call import GwdArgs, LookupCall
@@ -122,6 +125,9 @@ class SplitLookupFunction(torch.autograd.Function):
         out, state = _forward(call, plan, indice_weights, for_backward=True)
         ctx.call = call
         ctx.plan = plan
+        # autograd runs a device's backward on its own thread, which does not see the
+        # forward's kernel_mode (a context variable): the backward selects as the forward did
+        ctx.kernel_mode = kernel_mode_now()
         state.save(ctx)  # freed after the backward unless the graph is retained
         return out
 
@@ -132,7 +138,8 @@ class SplitLookupFunction(torch.autograd.Function):
         # what upstream's autograd function does on its CPU kernels.
         call: LookupCall = ctx.call
         state = ForwardState.saved(ctx)
-        grads = run_backward(call, ctx.plan, state, grad_output, ctx.needs_input_grad[1])
+        with kernel_mode(ctx.kernel_mode):
+            grads = run_backward(call, ctx.plan, state, grad_output, ctx.needs_input_grad[1])
         return None, grads[0], grads[1], None
 
 
@@ -184,6 +191,11 @@ def run_backward(
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """De-duplicate, apply the optimizer in place; returns (indice_weights grad, weights grad)."""
     with torch.no_grad():
+        # the fused Triton step where selected (clipping and scaling in its kernel)
+        if grad_output.numel() > 0 and triton_backward(
+            call, plan, state, grad_output, need_indice_weights_grad
+        ):
+            return None, None
         if call.gradient_clipping:
             # upstream clips the output gradient itself, before any per-index scaling
             grad_output = grad_output.clamp(min=-call.max_gradient, max=call.max_gradient)
