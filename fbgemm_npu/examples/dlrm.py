@@ -243,18 +243,26 @@ def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list
 
 def _run_one(args: argparse.Namespace, model: str, sharding_type: str, device: Any) -> RankReport:
     """Train on ``device`` (tracing step 0), then on the CPU with the npu run's plan."""
+    from fbgemm_npu.examples import dlrm_train
+
+    cfg = _config(args, model, sharding_type)
+    return npu_then_cpu(args, cfg, device, dlrm_train.train, model, sharding_type)
+
+
+def npu_then_cpu(
+    args: argparse.Namespace, cfg: Any, device: Any, train: Any, model: str, sharding_type: str
+) -> RankReport:
+    """One rank's report (DLRM and HSTU jobs): ``train`` on ``device``, every step counted and
+    step 0 traced, then on the CPU with the npu run's plan (the same sharding)."""
     import torch
     import torch.distributed as dist
 
-    from fbgemm_npu.examples import dlrm_train
     from fbgemm_npu.examples.dlrm_steps import StepRecorder
 
     rank = dist.get_rank()
-    cfg = _config(args, model, sharding_type)
     rep = RankReport(sharding_type=sharding_type, rank=rank, model=model)
     hook = StepRecorder(device.type, trace_first=not args.no_trace, count=not args.no_step_counts)
-
-    npu_plan = None  # the CPU run uses the npu planner's plan: the same sharding
+    npu_plan = None
     for dev in (device, torch.device("cpu")):
         if dev.type == "cpu" and args.no_cpu_check:
             continue
@@ -265,9 +273,8 @@ def _run_one(args: argparse.Namespace, model: str, sharding_type: str, device: A
             bar.set_postfix_str(f"loss {loss:.5f}")
 
         on_npu = dev.type != "cpu"
-        result = dlrm_train.train(
-            cfg, dev, plan=npu_plan, progress=progress, step_hook=hook if on_npu else None
-        )
+        step_hook = hook if on_npu else None
+        result = train(cfg, dev, plan=npu_plan, progress=progress, step_hook=step_hook)
         bar.close()
         if on_npu:
             rep.npu_losses, rep.npu_samples_per_s = result.losses, result.samples_per_s

@@ -23,43 +23,12 @@ __all__ = ["run_rank", "spawn"]
 
 def _run_one(args: argparse.Namespace, sharding_type: str, device: Any) -> Any:
     """Train on ``device`` (step 0 traced, every step counted), then on the CPU."""
-    import torch
-    import torch.distributed as dist
-
     from fbgemm_npu.examples import hstu_train
-    from fbgemm_npu.examples.dlrm import RankReport, _progress
-    from fbgemm_npu.examples.dlrm_steps import StepRecorder
+    from fbgemm_npu.examples.dlrm import npu_then_cpu
     from fbgemm_npu.examples.hstu import config
 
-    rank = dist.get_rank()
     cfg = config(args, sharding_type)
-    rep = RankReport(sharding_type=sharding_type, rank=rank, model="hstu")
-    hook = StepRecorder(device.type, trace_first=not args.no_trace, count=not args.no_step_counts)
-    npu_plan = None  # the CPU run uses the npu planner's plan: the same sharding
-    for dev in (device, torch.device("cpu")):
-        if dev.type == "cpu" and args.no_cpu_check:
-            continue
-        bar = _progress(rank == 0, cfg.steps, f"hstu {sharding_type} on {dev.type}")
-
-        def progress(step: int, loss: float, bar: Any = bar) -> None:
-            bar.update()
-            bar.set_postfix_str(f"loss {loss:.5f}")
-
-        on_npu = dev.type != "cpu"
-        result = hstu_train.train(
-            cfg, dev, plan=npu_plan, progress=progress, step_hook=hook if on_npu else None
-        )
-        bar.close()
-        if on_npu:
-            rep.npu_losses, rep.npu_samples_per_s = result.losses, result.samples_per_s
-            npu_plan, rep.plan = result.plan, str(result.plan)
-        else:
-            rep.cpu_losses, rep.cpu_samples_per_s = result.losses, result.samples_per_s
-        rep.foreign += [f"{dev.type} run: {f}" for f in result.foreign_tensors]
-    if hook.traced:
-        rep.trace_ok, rep.trace_summary = hook.traced[0].ok, hook.traced[0].summary()
-    rep.steps, rep.step_costs, rep.step_whole = hook.steps, hook.ours, hook.whole
-    return rep
+    return npu_then_cpu(args, cfg, device, hstu_train.train, "hstu", sharding_type)
 
 
 def run_rank(rank: int, world: int, port: int, args: argparse.Namespace) -> list[Any]:
