@@ -64,19 +64,21 @@ def _offsets_kernel(
     n_in = t_in * b
     carry = 0
     bad_len = 0
+    big = 0  # a length past the values: its sum passes them too (and an int64 one is cut)
     low = 0
     for first in range(0, n_in, BLOCK):
         j = first + lane
         m = j < n_in
         r = j // b
         ln = tl.load(lengths + r * len_s0 + (j - r * b) * len_s1, mask=m, other=0)
-        bad_len += tl.sum((m & ((ln < 0) | (ln > n_avail))).to(tl.int32), axis=0)
+        bad_len += tl.sum((m & (ln < 0)).to(tl.int32), axis=0)
+        big += tl.sum((m & (ln > n_avail)).to(tl.int32), axis=0)
         step = tl.minimum(tl.maximum(ln, 0), n_avail).to(tl.int32)
         incl = tl.cumsum(step, axis=0) + carry
         tl.store(starts + j, incl - step, mask=m)
         low = tl.minimum(low, tl.min(tl.where(m, incl, 0), axis=0))
         carry += tl.sum(step, axis=0)
-    sum_ok = (low >= 0) & (carry <= n_avail)
+    sum_ok = (low >= 0) & (carry <= n_avail) & (big == 0)
     n_out = t_out * b
     carry = 0
     bad_perm = 0

@@ -51,8 +51,17 @@ _SIZE_AI_CPU = {_INT64: 5, f"{_UNSIZED} + {_INT64}": 5}
 # of lengths, the permute clamp, the amin of the scans (a wrapped int32 scan), stack, bounds
 # upload, clamp, eq, all (queued, no launch), then the row bounds and the index clamped (the
 # gathers in bounds while the check is deferred): 11.
+# The fused Triton path (_triton_permute.py): an offsets kernel (both scans, the permuted
+# lengths, the data checks as flags) and a copy kernel (values and weights): 2 launches on every
+# path below 2**31 (strided lengths are read by their strides: no copy); without the length sum
+# the size is read back with the checks' flags (the one sync).  Checks: 0 launches more (the
+# kernel's flag queued from a view).  int64_index / wide keep the tensor program.
+_TRITON = {"call": 2, "no_weights": 2, _UNSIZED: 2, f"no_weights + {_UNSIZED}": 2}
+
+
 def _sparse(strided: bool) -> Budget:
     paths = {**_SIZE_PATHS, "strided_lengths": 11} if strided else _SIZE_PATHS
+    triton = {**_TRITON, "strided_lengths": 2} if strided else _TRITON
     return Budget(
         launches=10,
         checks=11,
@@ -63,6 +72,8 @@ def _sparse(strided: bool) -> Budget:
         paths=paths,
         path_checks=_SIZE_CHECKS,
         note=_INT64_NOTE,
+        triton=triton,
+        triton_checks=0,
     )
 
 
@@ -83,6 +94,8 @@ BUDGETS: dict[str, Budget] = {
         path_ai_cpu={_INT64: 5},
         paths={"no_weights": 9, "strided_lengths": 11, "wide": 11, _INT64: 11},
         note=_INT64_NOTE,
+        triton={"call": 2, "no_weights": 2, "strided_lengths": 2},
+        triton_checks=0,
     ),
     # index_put_ of a cached arange; the check that permute is a permutation: a clamp for safe
     # writes, a gather back, two compares, and, all (queued).  A permute no view flattens:
@@ -128,6 +141,8 @@ _SEQUENCE = Budget(
     paths={"strided_lengths": 10, "wide": 10, _INT64: 10},
     path_ai_cpu={_INT64: 5},
     note=_INT64_NOTE,
+    triton={"call": 2, "strided_lengths": 2},
+    triton_checks=0,
 )
 BUDGETS.update(
     {
