@@ -17,6 +17,12 @@ oracle.  The quantized table bytes must be equal (the quantize formats are bit-e
 logits must agree within ``ATOL + RTOL * |cpu|`` (the dense MLPs run float32 matmuls, whose
 summation order a real NPU may change; on the simulated device they agree exactly).
 
+``--shard N`` (1 or 2) also shards the npu model with torchrec's ``shard_quant_model`` over
+``npu:0 .. npu:N-1`` in this one process (table-wise, torchrec's default plan; sharders with whole
+quantized rows, which every weight dtype supports), loads the CPU model's quantized tables into
+the shards (``load_state_dict``) and checks its logits against the CPU the same way (see
+``fbgemm_npu/integrations/torchrec_quant.py``).
+
 Prints samples/s of the npu serving loop (on the simulated device that measures the host CPU
 running the simulator, not an NPU), the max difference against the CPU and whether the device is
 simulated; exits 1 when the check fails.
@@ -72,6 +78,7 @@ class InferenceConfig:
     max_bag: int = 4
     dtype: str = "int8"  # a key of DTYPES, or "mixed": the tables cycle int8, fp16, int4
     seed: int = 0
+    shard: int = 0  # > 0: also serve the model sharded by shard_quant_model over this many npus
 
 
 @dataclass
@@ -84,10 +91,18 @@ class InferenceResult:
     max_excess: float  # max(|npu - cpu| - (ATOL + RTOL * |cpu|)); <= 0 passes
     bytes_equal: bool  # every quantized table's bytes equal the CPU's
     outputs_on_device: bool
+    shard_devices: tuple[str, ...] = ()  # the sharded model's table devices (cfg.shard > 0)
+    shard_samples_per_s: float = 0.0
+    shard_max_abs_diff: float = 0.0  # sharded npu logits vs cpu
+    shard_max_excess: float = float("-inf")  # as max_excess; <= 0 passes
 
     @property
     def ok(self) -> bool:
-        return self.bytes_equal and self.outputs_on_device and self.max_excess <= 0.0
+        return (
+            self.bytes_equal
+            and self.outputs_on_device
+            and max(self.max_excess, self.shard_max_excess) <= 0.0
+        )
 
 
 def _table_dtypes(cfg: InferenceConfig) -> dict[str, torch.dtype]:
@@ -180,6 +195,59 @@ def _serve(
     return outs, samples / max(elapsed, 1e-9)
 
 
+def _compare(outs: list[torch.Tensor], refs: list[torch.Tensor]) -> tuple[float, float]:
+    """max |npu - cpu| and max(|npu - cpu| - (ATOL + RTOL * |cpu|)) over every batch."""
+    max_diff, excess = 0.0, float("-inf")
+    for o, r in zip(outs, refs, strict=True):
+        diff = (o.detach().cpu().float() - r.float()).abs()
+        max_diff = max(max_diff, float(diff.max()))
+        excess = max(excess, float((diff - (ATOL + RTOL * r.float().abs())).max()))
+    return max_diff, excess
+
+
+def shard(
+    qmodel: torch.nn.Module, tables_from: torch.nn.Module, world_size: int
+) -> torch.nn.Module:
+    """``qmodel`` sharded table-wise by torchrec's ``shard_quant_model`` over ``npu:0 ..
+    npu:world_size-1`` (one process: inference sharding needs no process group), with the
+    quantized tables of ``tables_from`` loaded; the dense layers stay where ``qmodel`` has them.
+
+    The sharders keep whole quantized rows in the state dict (torchrec's default splits scale /
+    bias off, which it supports for integer tables only, not fp16); the npu shards' rows are
+    16-byte aligned as the unsharded model's (fbgemm_npu/integrations/torchrec_quant.py).
+    """
+    from torchrec.distributed.fused_params import (
+        FUSED_PARAM_QUANT_STATE_DICT_SPLIT_SCALE_BIAS,
+        FUSED_PARAM_REGISTER_TBE_BOOL,
+    )
+    from torchrec.distributed.quant_embeddingbag import QuantEmbeddingBagCollectionSharder
+    from torchrec.inference.modules import shard_quant_model
+
+    fused = {
+        FUSED_PARAM_REGISTER_TBE_BOOL: True,
+        FUSED_PARAM_QUANT_STATE_DICT_SPLIT_SCALE_BIAS: False,
+    }
+    sharded, _ = shard_quant_model(
+        copy.deepcopy(qmodel), world_size=world_size, compute_device="npu",
+        sharding_device="npu", sharders=[QuantEmbeddingBagCollectionSharder(fused_params=fused)],
+    )  # fmt: skip
+    # tables only (the TBEs' own buffers differ per shard); INT4 / INT2 tables as their bytes:
+    # torchrec's UInt4Tensor / UInt2Tensor wrappers do not copy into a plain shard
+    items = tables_from.state_dict().items()
+    tables = {k: getattr(v, "elem", v) for k, v in items if ".embedding_bags." in k}
+    sharded.load_state_dict(tables, strict=False)
+    return sharded.eval()
+
+
+def _table_devices(qmodel: torch.nn.Module) -> tuple[str, ...]:
+    from fbgemm_gpu.split_table_batched_embeddings_ops_inference import (
+        IntNBitTableBatchedEmbeddingBagsCodegen as TBE,
+    )
+
+    devices = {str(m.weights_dev.device) for m in qmodel.modules() if isinstance(m, TBE)}
+    return tuple(sorted(devices))
+
+
 def run(cfg: InferenceConfig, device_kind: str) -> InferenceResult:
     """Quantize one DLRM on npu and on the CPU, serve the same batches on both, compare."""
     model = build_model(cfg)
@@ -194,12 +262,16 @@ def run(cfg: InferenceConfig, device_kind: str) -> InferenceResult:
     outs, rate = _serve(q_npu, batches, npu)
     refs, _ = _serve(q_cpu, batches, torch.device("cpu"))
     on_device = all(o.device.type == "npu" for o in outs)
-    max_diff, excess = 0.0, float("-inf")
-    for o, r in zip(outs, refs, strict=True):
-        diff = (o.detach().cpu().float() - r.float()).abs()
-        max_diff = max(max_diff, float(diff.max()))
-        excess = max(excess, float((diff - (ATOL + RTOL * r.float().abs())).max()))
-    return InferenceResult(device_kind, rate, max_diff, excess, bytes_equal, on_device)
+    res = InferenceResult(device_kind, rate, *_compare(outs, refs), bytes_equal, on_device)
+    if cfg.shard > 0:
+        sharded = shard(q_npu, q_cpu, cfg.shard)
+        s_outs, res.shard_samples_per_s = _serve(sharded, batches, npu)
+        res.shard_devices = _table_devices(sharded)
+        res.outputs_on_device &= all(o.device == npu for o in s_outs)
+        res.shard_max_abs_diff, res.shard_max_excess = _compare(s_outs, refs)
+        if res.shard_devices != tuple(f"npu:{i}" for i in range(cfg.shard)):
+            res.shard_max_excess = float("inf")  # the tables are not where the plan put them
+    return res
 
 
 def _activate_device() -> str:
@@ -229,10 +301,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-bag", type=int, default=d.max_bag)
     p.add_argument("--dtype", default=d.dtype, choices=[*DTYPES, "mixed"])
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument(
+        "--shard", type=int, default=d.shard, choices=[0, 1, 2],
+        help="also serve it sharded by torchrec's shard_quant_model over 1 or 2 npus",
+    )  # fmt: skip
     a = p.parse_args(argv)
     cfg = InferenceConfig(
         num_tables=a.tables, rows=a.rows, dim=a.dim, batch_size=a.batch_size, batches=a.batches,
-        max_bag=a.max_bag, dtype=a.dtype, seed=a.seed,
+        max_bag=a.max_bag, dtype=a.dtype, seed=a.seed, shard=a.shard,
     )  # fmt: skip
     kind = _activate_device()
     import torchrec  # noqa: F401  - importing torchrec applies fbgemm_npu's torchrec adaptations
@@ -252,6 +328,13 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"quantized tables equal to cpu: {res.bytes_equal}; outputs on npu: {res.outputs_on_device}"
     )
+    if cfg.shard:
+        print(
+            f"sharded (shard_quant_model, table-wise) over {cfg.shard} npu(s), tables on "
+            f"{', '.join(res.shard_devices)}: {res.shard_samples_per_s:.1f} samples/s, "
+            f"max |npu - cpu| logits {res.shard_max_abs_diff:.3g}; check: "
+            + ("PASS" if res.shard_max_excess <= 0.0 else "FAIL")
+        )
     print(f"simulated: {simulated}")
     print("check: " + ("PASS" if res.ok else "FAIL"))
     return 0 if res.ok else 1

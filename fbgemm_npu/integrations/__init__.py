@@ -24,10 +24,16 @@ _lock = threading.Lock()
 
 
 def apply_torchrec() -> None:
-    """Apply the torchrec adaptations now (imports torchrec); idempotent."""
+    """Apply the torchrec adaptations now (imports torchrec); idempotent.
+
+    :mod:`.torchrec` (training, planner, pipelines) and :mod:`.torchrec_quant` (sharded
+    quantized inference, ``shard_quant_model``).
+    """
     from fbgemm_npu.integrations import torchrec as _torchrec
+    from fbgemm_npu.integrations import torchrec_quant as _torchrec_quant
 
     _torchrec.apply()
+    _torchrec_quant.apply()
 
 
 def _apply_or_warn() -> None:

@@ -7,6 +7,10 @@ its lookups then run fbgemm_npu's ``int_nbit_split_embedding_codegen_lookup_func
 torchrec symbol needed adapting for this (torchrec's quant path tests ``device.type == "cpu"``,
 and every non-cpu device gets the accelerator path, int32 indices included).
 
+Sharded (``shard_quant_model`` on one and two npus, ``fbgemm_npu.integrations.torchrec_quant``):
+the tables on the planned npus at ``EmbeddingLocation.DEVICE``, each TBE's lookup counted on our
+npu kernel, pooled embeddings per feature vs the unsharded CPU model within the same tolerance.
+
 The oracle: the same float weights quantized and looked up on the CPU by upstream fbgemm.  The
 quantized table bytes must be equal (the quantize formats are bit-exact); pooled embeddings within
 ``1e-5 + 1e-5 * |cpu|`` (the same bytes dequantized, only a summation order may differ), DLRM logits
@@ -27,6 +31,9 @@ from torchrec.inference.modules import quantize_inference_model  # noqa: E402
 from torchrec.modules.embedding_configs import PoolingType  # noqa: E402
 
 from fbgemm_npu.examples import dlrm_inference  # noqa: E402
+
+# the user's set_propogate_device(True) for a block (torchrec's own inference tests set it)
+from fbgemm_npu.integrations.torchrec_quant import propagating_device  # noqa: E402
 
 NPU = torch.device("npu", 0)
 ATOL = RTOL = 1e-5
@@ -184,61 +191,206 @@ def test_quantized_on_cpu_then_moved_is_refused_by_name() -> None:
 
 
 def test_dlrm_inference_example_tiny(capsys: pytest.CaptureFixture[str]) -> None:
-    """``python -m fbgemm_npu.examples.dlrm_inference``, tiny: passes and says what it ran on."""
-    argv = [
-        "--tables",
-        "3",
-        "--rows",
-        "40",
-        "--dim",
-        "8",
-        "--batch-size",
-        "8",
-        "--batches",
-        "2",
-        "--dtype",
-        "mixed",
-    ]
-    assert dlrm_inference.main(argv) == 0
+    """``python -m fbgemm_npu.examples.dlrm_inference --shard 2``, tiny: passes, unsharded and
+    sharded over npu:0 / npu:1, and says what it ran on."""
+    argv = "--tables 3 --rows 40 --dim 8 --batch-size 8 --batches 2 --dtype mixed --shard 2"
+    assert dlrm_inference.main(argv.split()) == 0
     text = capsys.readouterr().out
-    assert "check: PASS" in text and "samples/s" in text
+    assert "check: PASS" in text and "samples/s" in text and "FAIL" not in text
+    assert "over 2 npu(s), tables on npu:0, npu:1:" in text
     assert "simulated: True" in text or "simulated: False" in text
 
 
 def test_dlrm_inference_run_detects_a_wrong_result() -> None:
-    """The example's check can fail: a logit offset beyond the tolerance is reported."""
+    """The example's checks can fail: a logit offset beyond the tolerance is reported."""
     cfg = dlrm_inference.InferenceConfig(num_tables=2, rows=20, dim=8, batch_size=4, batches=1)
+    cfg.shard = 1
     res = dlrm_inference.run(cfg, "simulated")
-    assert res.ok and res.bytes_equal and res.outputs_on_device
-    assert res.max_abs_diff <= dlrm_inference.ATOL
-    bad = dlrm_inference.InferenceResult(**{**res.__dict__, "max_excess": 1e-3})
-    assert not bad.ok
+    assert res.ok and res.bytes_equal and res.outputs_on_device and res.shard_devices == ("npu:0",)
+    assert max(res.max_abs_diff, res.shard_max_abs_diff) <= dlrm_inference.ATOL
+    for field in ("max_excess", "shard_max_excess"):
+        assert not dlrm_inference.InferenceResult(**{**res.__dict__, field: 1e-3}).ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="torchrec's QuantBatchedEmbeddingBag.__init__ places tables at EmbeddingLocation.HOST "
-    "unless device.type == 'cuda' (a string compare, not a device set), and upstream's TBE refuses "
-    "HOST on a non-cpu device; not adapted yet (issue 14)",
-)
-def test_shard_quant_model_on_one_npu() -> None:
-    """torchrec's ``shard_quant_model`` (table-wise, one npu): matches the unsharded CPU model."""
-    from torchrec.distributed.global_settings import get_propogate_device, set_propogate_device
+# --- shard_quant_model: sharded quantized inference on one and two npus (torchrec_quant) -------
+
+
+def _split_quantized(dims: list[int], dtypes: list[torch.dtype], **kw: object) -> _Sparse:
+    """The model quantized on the CPU with split scale / bias state dicts (the sharders' default),
+    table ``t{i}`` in ``dtypes[i % len(dtypes)]``."""
+    from torchrec.quant.embedding_modules import (
+        quant_prep_enable_quant_state_dict_split_scale_bias_for_types as split_scale_bias,
+    )
+
+    tables = _tables(dims)
+    m = _model(tables, seed=len(dims))
+    if kw.pop("split", True):
+        split_scale_bias(m, [EmbeddingBagCollection])
+    per_table = {t.name: dtypes[i % len(dtypes)] for i, t in enumerate(tables)}
+    return quantize_inference_model(m, per_table_weight_dtype=per_table, **kw)
+
+
+def _shard(q_cpu: torch.nn.Module, world_size: int, **kw: object) -> torch.nn.Module:
+    """torchrec's ``shard_quant_model`` onto ``npu:0 .. npu:world_size-1``, then the CPU model's
+    tables loaded, as torchrec does (its TBE buffers' layout differs per shard: tables only)."""
     from torchrec.inference.modules import shard_quant_model
 
-    tables = _tables([8, 16])
-    m = _model(tables)
-    q_cpu = quantize_inference_model(copy.deepcopy(m))
-    q_npu = quantize_inference_model(copy.deepcopy(m).to(NPU))
-    old = get_propogate_device()
-    set_propogate_device(True)  # else torchrec's inference lookup hard-codes "cuda" devices
+    sharded, _ = shard_quant_model(
+        copy.deepcopy(q_cpu), world_size=world_size, compute_device="npu",
+        sharding_device="npu", **kw,
+    )  # fmt: skip
+    dst, items = sharded.state_dict(), q_cpu.state_dict().items()
+    # INT4 / INT2 whole rows (a plain uint8 shard) as bytes: torchrec's wrappers copy into theirs
+    tables = {k: v.elem if type(dst[k]) is torch.Tensor and hasattr(v, "elem") else v
+              for k, v in items if ".embedding_bags." in k}  # fmt: skip
+    loaded = sharded.load_state_dict(tables, strict=False)
+    assert not loaded.unexpected_keys and not [k for k in loaded.missing_keys if "_bags." in k]
+    return sharded
+
+
+def _check_sharded(
+    sharded: torch.nn.Module, q_cpu: torch.nn.Module, devices: set[str], n_features: int
+) -> None:
+    """Tables at EmbeddingLocation.DEVICE on exactly ``devices``; every TBE's lookup runs our npu
+    kernel once per batch; pooled embeddings per feature within ATOL + RTOL * |cpu|."""
+    from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
+
+    from fbgemm_npu.testing.counters import count
+
+    tbes = _tbes(sharded)
+    assert {str(t.weights_dev.device) for t in tbes} == devices
+    for tbe in tbes:
+        assert all(loc == EmbeddingLocation.DEVICE for loc in tbe.weights_physical_placements)
+        assert tbe.weights_dev.numel() > 0 and tbe.weights_host.numel() == 0
+    for seed, batch in ((1, 5), (2, 1), (3, 17)):
+        kjt = _kjt(n_features, batch, 50, seed=seed)
+        with torch.inference_mode(), count() as c:
+            out = sharded.ebc(kjt.to(NPU)).to_dict()
+        with torch.inference_mode():
+            ref = q_cpu.ebc(kjt).to_dict()
+        lookups = [x for x in c.calls if x.op.startswith("fbgemm.int_nbit_split_embedding_")]
+        assert len(lookups) == len(tbes), c.summary()
+        assert out.keys() == ref.keys()
+        for key, r in ref.items():  # the sharded KeyedTensor orders its keys by shard
+            assert out[key].device == NPU and out[key].dtype == r.dtype
+            torch.testing.assert_close(out[key].cpu(), r, atol=ATOL, rtol=RTOL)
+
+
+def test_shard_quant_model_on_one_npu() -> None:
+    """torchrec's defaults (table-wise by its planner, split scale / bias), one npu, int8; the
+    user sets no propagate-device flag and finds it as it was."""
+    from torchrec.distributed.global_settings import get_propogate_device
+
+    q_cpu = _split_quantized([8, 16, 24], [torch.qint8])
+    assert not get_propogate_device()
+    sharded = _shard(q_cpu, 1)
+    assert not get_propogate_device()
+    _check_sharded(sharded, q_cpu, {"npu:0"}, 3)
+
+
+def test_shard_quant_model_on_two_npus_every_sharding_type() -> None:
+    """Two npus in one process by an explicit plan: column-wise (ranks 1, 0: permuted), row-wise
+    and table-wise on each rank, int8 / int4 / int2 / int8 tables."""
+    from torchrec.distributed.sharding_plan import column_wise, row_wise, table_wise
+    from torchrec.distributed.sharding_plan import construct_module_sharding_plan as plan_of
+    from torchrec.distributed.types import ShardingPlan
+
+    q_cpu = _split_quantized([16, 32, 64, 8], [torch.qint8, torch.quint4x2, torch.quint2x4])
+    per_param = {
+        "t0": column_wise(ranks=[1, 0], compute_kernel="quant"),
+        "t1": row_wise(compute_kernel="quant"),
+        "t2": table_wise(rank=1, compute_kernel="quant"),
+        "t3": table_wise(rank=0, compute_kernel="quant"),
+    }
+    msp = plan_of(q_cpu.ebc, per_param, local_size=2, world_size=2, device_type="npu")
+    sharded = _shard(q_cpu, 2, sharding_plan=ShardingPlan({"ebc": msp}))
+    specs = sorted((str(t.weights_dev.device), s[0], s[1], s[2]) for t in _tbes(sharded)
+                   for s in t.embedding_specs)  # fmt: skip
+    assert specs == [
+        ("npu:0", "t0", 50, 8), ("npu:0", "t1", 25, 32), ("npu:0", "t3", 50, 8),
+        ("npu:1", "t0", 50, 8), ("npu:1", "t1", 25, 32), ("npu:1", "t2", 50, 64),
+    ]  # fmt: skip
+    _check_sharded(sharded, q_cpu, {"npu:0", "npu:1"}, 4)
+
+
+def test_shard_quant_model_row_wise_by_the_planner_with_propagation_set() -> None:
+    """The planner's row-wise plan over two npus, with the user's set_propogate_device(True)
+    (torchrec's own inference tests set it): the same result as without it."""
+    from torchrec.distributed.planner import ParameterConstraints
+
+    q_cpu = _split_quantized([8, 16], [torch.quint4x2])
+    rw = ParameterConstraints(sharding_types=["row_wise"], compute_kernels=["quant"])
+    with propagating_device():
+        sharded = _shard(q_cpu, 2, constraints={"t0": rw, "t1": rw})
+        _check_sharded(sharded, q_cpu, {"npu:0", "npu:1"}, 2)
+
+
+def test_shard_quant_model_whole_rows_mixed_dtypes_fp16_output() -> None:
+    """Sharders without split scale / bias (fp16 tables need it: torchrec's split state dict has
+    no qparams for them, on the CPU too): the shards' rows must be the unsharded model's bytes,
+    16-byte aligned as on cuda (t0: int8 x 8 = 12 bytes -> 16)."""
+    from torchrec.distributed.fused_params import (
+        FUSED_PARAM_QUANT_STATE_DICT_SPLIT_SCALE_BIAS,
+        FUSED_PARAM_REGISTER_TBE_BOOL,
+    )
+    from torchrec.distributed.quant_embeddingbag import QuantEmbeddingBagCollectionSharder
+
+    dtypes = [torch.qint8, torch.float16, torch.quint4x2]
+    q_cpu = _split_quantized([8, 16, 24, 12], dtypes, split=False, output_dtype=torch.float16)
+    fused = {
+        FUSED_PARAM_REGISTER_TBE_BOOL: True,
+        FUSED_PARAM_QUANT_STATE_DICT_SPLIT_SCALE_BIAS: False,
+    }
+    sharded = _shard(q_cpu, 2, sharders=[QuantEmbeddingBagCollectionSharder(fused_params=fused)])
+    assert all(t.row_alignment == 16 for t in _tbes(sharded))
+    _check_sharded(sharded, q_cpu, {"npu:0", "npu:1"}, 4)
+
+
+def test_cpu_sharding_is_torchrecs_own() -> None:
+    """Sharded on the CPU the kernel is torchrec's: tables at HOST, row alignment 1."""
+    from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
+    from torchrec.inference.modules import shard_quant_model
+
+    q_cpu = _split_quantized([8, 16], [torch.qint8])
+    kjt = _kjt(2, 6, 50)
+    with propagating_device():  # torchrec's cpu sharding needs it (else it picks cuda)
+        sharded, _ = shard_quant_model(copy.deepcopy(q_cpu), compute_device="cpu",
+                                       sharding_device="cpu")  # fmt: skip
+        sharded.load_state_dict(q_cpu.state_dict(), strict=False)
+        (tbe,) = _tbes(sharded)
+        assert tbe.row_alignment == 1 and tbe.weights_host.numel() > 0
+        assert all(loc == EmbeddingLocation.HOST for loc in tbe.weights_physical_placements)
+        with torch.inference_mode():
+            torch.testing.assert_close(sharded(kjt), q_cpu(kjt), atol=0, rtol=0)
+
+
+def test_revert_restores_torchrec_and_apply_reinstalls() -> None:
+    """Reverted, an npu shard meets torchrec's HOST tables again (upstream's TBE refuses them)."""
+    from torchrec.distributed.quant_embedding_kernel import QuantBatchedEmbeddingBag
+
+    from fbgemm_npu.integrations import torchrec_quant
+
+    q_cpu = _split_quantized([8], [torch.qint8])
+    wrapped = QuantBatchedEmbeddingBag.__init__
     try:
-        sharded, _ = shard_quant_model(
-            q_npu, world_size=1, compute_device="npu", sharding_device="npu"
-        )
+        torchrec_quant.revert()
+        assert not torchrec_quant.is_applied()
+        assert QuantBatchedEmbeddingBag.__init__ is not wrapped
+        with propagating_device(), pytest.raises(AssertionError, match="EmbeddingLocation.HOST"):
+            _shard(q_cpu, 1)
     finally:
-        set_propogate_device(old)
-    kjt = _kjt(2, 5, 50)
-    with torch.inference_mode():
-        torch.testing.assert_close(sharded(kjt.to(NPU)).cpu(), q_cpu(kjt), atol=ATOL, rtol=RTOL)
+        torchrec_quant.apply()
+    assert torchrec_quant.is_applied()
+    new = QuantBatchedEmbeddingBag.__init__
+    torchrec_quant.apply()  # idempotent: nothing wrapped twice
+    assert QuantBatchedEmbeddingBag.__init__ is new
+    _check_sharded(_shard(q_cpu, 1), q_cpu, {"npu:0"}, 1)
+
+
+def test_a_moved_torchrec_is_reported_by_name() -> None:
+    from fbgemm_npu.integrations import torchrec_quant as tq
+
+    (patch, *_) = tq.PATCHES
+    moved = tq.Patch(patch.module, patch.name, patch.wrapper, consts=("no-such-device",))
+    with pytest.raises(RuntimeError, match=r"QuantBatchedEmbeddingBag.__init__.*no-such-device"):
+        tq._check_code(moved, tq._resolve(patch)[2].__wrapped__)
