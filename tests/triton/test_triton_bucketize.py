@@ -42,19 +42,27 @@ def _upstream(op: str, kw: dict[str, Any]) -> tuple[Any, ...]:
     return getattr(F, op.split("::")[1])(**cpu)
 
 
-LABELS = [(bi.BLOCK, label) for label in budget_of(bi.BLOCK).triton] + [
-    (bi.BLOCK_INFERENCE, "every option"),
-    (bi.BLOCK_INFERENCE, "sequence"),
-    (bi.BLOCK_2D, "call"),
-    (bi.BLOCK_2D, "total_num_blocks + every option"),
+# (op, budget path of the call, Triton label): "call" holds every uniform path but the ceilings
+_UNIFORM = [
+    p for p in budget_of(bi.BLOCK).paths if "block_bucketize_pos" not in p and "every" not in p
+]
+LABELS = [(bi.BLOCK, p, "call") for p in [None, *_UNIFORM]] + [
+    (bi.BLOCK, "every option", "every option"),
+    (bi.BLOCK, "total_num_blocks + every option", "total_num_blocks + every option"),
+    (bi.BLOCK_INFERENCE, "every option", "every option"),
+    (bi.BLOCK_INFERENCE, "sequence", "call"),
+    (bi.BLOCK_2D, None, "call"),
+    (bi.BLOCK_2D, "total_num_blocks + every option", "total_num_blocks + every option"),
 ]
 
 
-@pytest.mark.parametrize(("op", "label"), LABELS, ids=[f"{o[8:]}-{p}" for o, p in LABELS])
-def test_parity_and_budget(op: str, label: str) -> None:
+@pytest.mark.parametrize(
+    ("op", "path", "label"), LABELS, ids=[f"{o[8:]}-{p}" for o, p, _ in LABELS]
+)
+def test_parity_and_budget(op: str, path: str | None, label: str) -> None:
     """Triton == tensor program == upstream CPU, in exactly the budget's launches."""
     extra = {"return_bucket_mapping": True} if op == bi.BLOCK_INFERENCE else {}
-    fn, kw = _captured(op, None if label == "call" else label, **extra)
+    fn, kw = _captured(op, path, **extra)
     got: list[Any] = []
     assert_triton_budget(lambda: got.append(fn()), op, label)
     with kernel_mode("tensor"), count("npu") as c:

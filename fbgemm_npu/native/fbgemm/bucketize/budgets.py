@@ -81,12 +81,8 @@ _TRAINING_PATHS = {
 # scatter kernels, 3 launches on every path it serves; a ceiling adds the copy of its
 # non-contiguous lengths (read flat).  Its data checks are computed by the kernels (a flag per
 # program, reduced by the scan kernel) and queued from a view of one byte: 0 launches more.
-_TRITON = {
-    "call": 3,
-    **{path: 3 for path in _TRAINING_PATHS if "block_bucketize_pos" not in path},
-    _UNIFORM_EVERY: 4,
-    _TOTAL_EVERY: 4,
-}
+# "call" holds every uniform path but the ceilings (weights, VBE, sequence, ... cost the same).
+_TRITON = {"call": 3, _UNIFORM_EVERY: 4, _TOTAL_EVERY: 4}
 _TRITON_NOTE = (
     "; Triton path (uniform blocks): 3 launches (count, scan, scatter), checks in the kernels; "
     "block_bucketize_pos and my_size > 1024 keep the tensor program"
@@ -136,7 +132,7 @@ BUDGETS: dict[str, Budget] = {
         },
         path_checks=_BLOCK_CHECKS,
         note=_BLOCK_NOTE + _TRITON_NOTE,
-        triton={k: v for k, v in _TRITON.items() if "weights" not in k},
+        triton=_TRITON,
         triton_checks=0,
     ),
     # Cyclic: bucket u % my_size, an unsigned divmod (2 more launches when my_size is not a
