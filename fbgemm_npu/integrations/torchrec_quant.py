@@ -8,9 +8,9 @@ there with ``device.type == "cuda"`` (one string compared, not a device set) and
 shard_quant_model path was read end to end for such checks (quant_embedding_kernel,
 quant_embeddingbag, quant_embedding, embedding_lookup's Infer* lookups, the Infer* classes of
 sharding/{tw,rw,cw}_sharding, dist_data's KJTOneToAll / EmbeddingsAllToOne, distributed/utils.py,
-shard.py, inference/modules.py); the two below are what an npu device meets.  Each is a wrapper that
-changes nothing unless the device it is given is an npu, so cpu, cuda and meta keep torchrec's
-own code:
+shard.py, inference/modules.py); the ones below are what an npu device meets.  Each is a
+wrapper that changes nothing unless the device it is given is an npu, so cpu, cuda and meta keep
+torchrec's own code:
 
 ``QuantBatchedEmbeddingBag.__init__`` (torchrec/distributed/quant_embedding_kernel.py)
     replaces, for an npu ``device``, line 276 ``if device is not None and device.type ==
@@ -22,16 +22,17 @@ own code:
     does.  HOST on a non-cpu device is refused by upstream's TBE ("EmbeddingLocation.HOST doesn't
     work for CUDA device!"); 16 is also what the unsharded quant EBC uses and what fbgemm_npu's
     lookup gathers fastest (16-byte granules).  The TBE is built with the shard's npu current.
-``ShardedQuantEmbeddingBagCollection.__init__`` (torchrec/distributed/quant_embeddingbag.py)
-    constructs an npu module in torchrec's device-propagating mode, as if
+``ShardedQuantEmbeddingBagCollection.__init__`` and ``ShardedQuantEbcInputDist._create_input_dist``
+    (torchrec/distributed/quant_embeddingbag.py; the input dist is built at the first forward)
+    construct an npu module in torchrec's device-propagating mode, as if
     ``set_propogate_device(True)``: without it quant_embeddingbag.py line 223 passes ``None``
     for the sharding's device, embedding_lookup.py lines 1689 / 1773
     (``Infer{GroupedPooled,Grouped}EmbeddingsLookup``) place every rank's lookup on
     ``"cuda:{rank}"`` and dist_data.py line 1291 (``KJTOneToAll``) sends every rank's features
     to ``"cuda:{rank}"``.  That mode is torchrec's device-generic one (its own inference tests
     set it for cpu and cuda); with it, rank ``r`` of an npu model lives on ``npu:r``
-    (``rank_device``), as ``cuda:r`` does.  The global flag is set for the construction only
-    and restored after (sharding is single-threaded; a cpu or cuda module constructed on
+    (``rank_device``), as ``cuda:r`` does.  The global flag is set for these two constructions
+    only and restored after (sharding is single-threaded; a cpu or cuda module constructed on
     another thread meanwhile would see the propagating mode).
 
 So ``shard_quant_model(model, world_size=n, compute_device="npu", sharding_device="npu")``
@@ -40,8 +41,13 @@ serves in one process on ``npu:0`` .. ``npu:n-1`` (inference sharding uses no pr
 ``EmbeddingsAllToOne`` merges the pooled outputs on the input's device through
 ``fbgemm::merge_pooled_embeddings``), table-wise, row-wise and column-wise as the planner or a
 plan chooses.  The weights come in as torchrec's do: ``sharded.load_state_dict(state_dict of
-the unsharded quantized model)`` (the sharders default to split scale / bias state dicts:
-quantize with ``quant_prep_enable_quant_state_dict_split_scale_bias_for_types``).
+the unsharded quantized model)``, its ``embedding_bags`` entries (the TBEs' own buffers differ
+per shard).  The sharders default to split scale / bias state dicts (quantize with
+``quant_prep_enable_quant_state_dict_split_scale_bias_for_types``), which torchrec supports for
+integer tables only; fp16 tables need sharders with
+``FUSED_PARAM_QUANT_STATE_DICT_SPLIT_SCALE_BIAS`` False (whole rows: table-wise only; INT4 /
+INT2 rows then load as their ``.elem`` bytes, since torchrec's ``UInt4Tensor`` wrapper does not
+copy into a plain shard - on the CPU too).
 
 Not adapted (not on this path): ``QuantBatchedEmbedding`` (EmbeddingCollection's kernel: the EC
 sharding itself, quant_embedding.py line 218, offers sequence shardings to cuda / mtia only),

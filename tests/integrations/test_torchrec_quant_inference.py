@@ -315,32 +315,32 @@ def test_shard_quant_model_on_two_npus_every_sharding_type() -> None:
 
 def test_shard_quant_model_row_wise_by_the_planner_with_propagation_set() -> None:
     """The planner's row-wise plan over two npus, with the user's set_propogate_device(True)
-    (torchrec's own inference tests set it): the same result as without it."""
+    (torchrec's own inference tests set it): the same result as without it; torchrec's fx trace
+    of the sharded model (its publish path) serves the same."""
     from torchrec.distributed.planner import ParameterConstraints
+    from torchrec.fx import symbolic_trace
 
     q_cpu = _split_quantized([8, 16], [torch.quint4x2])
     rw = ParameterConstraints(sharding_types=["row_wise"], compute_kernels=["quant"])
     with propagating_device():
         sharded = _shard(q_cpu, 2, constraints={"t0": rw, "t1": rw})
         _check_sharded(sharded, q_cpu, {"npu:0", "npu:1"}, 2)
+    kjt = _kjt(2, 5, 50).to(NPU)
+    with torch.inference_mode():
+        torch.testing.assert_close(symbolic_trace(sharded)(kjt), sharded(kjt), atol=0, rtol=0)
 
 
 def test_shard_quant_model_whole_rows_mixed_dtypes_fp16_output() -> None:
     """Sharders without split scale / bias (fp16 tables need it: torchrec's split state dict has
     no qparams for them, on the CPU too): the shards' rows must be the unsharded model's bytes,
     16-byte aligned as on cuda (t0: int8 x 8 = 12 bytes -> 16)."""
-    from torchrec.distributed.fused_params import (
-        FUSED_PARAM_QUANT_STATE_DICT_SPLIT_SCALE_BIAS,
-        FUSED_PARAM_REGISTER_TBE_BOOL,
-    )
+    from torchrec.distributed.fused_params import FUSED_PARAM_QUANT_STATE_DICT_SPLIT_SCALE_BIAS
+    from torchrec.distributed.fused_params import FUSED_PARAM_REGISTER_TBE_BOOL as REGISTER
     from torchrec.distributed.quant_embeddingbag import QuantEmbeddingBagCollectionSharder
 
     dtypes = [torch.qint8, torch.float16, torch.quint4x2]
     q_cpu = _split_quantized([8, 16, 24, 12], dtypes, split=False, output_dtype=torch.float16)
-    fused = {
-        FUSED_PARAM_REGISTER_TBE_BOOL: True,
-        FUSED_PARAM_QUANT_STATE_DICT_SPLIT_SCALE_BIAS: False,
-    }
+    fused = {REGISTER: True, FUSED_PARAM_QUANT_STATE_DICT_SPLIT_SCALE_BIAS: False}
     sharded = _shard(q_cpu, 2, sharders=[QuantEmbeddingBagCollectionSharder(fused_params=fused)])
     assert all(t.row_alignment == 16 for t in _tbes(sharded))
     _check_sharded(sharded, q_cpu, {"npu:0", "npu:1"}, 4)
