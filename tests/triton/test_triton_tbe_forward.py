@@ -20,7 +20,7 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_common import PoolingMode
 import fbgemm_npu
 from fbgemm_npu.native._triton import kernel_mode
 from fbgemm_npu.native.fbgemm.tbe._utils import get_plan
-from fbgemm_npu.native.fbgemm.tbe.forward import tbe_forward
+from fbgemm_npu.native.fbgemm.tbe.forward import VbeArgs, tbe_forward
 from fbgemm_npu.split_table import register_tbe_layout
 from fbgemm_npu.testing.budgets import assert_triton_budget, drain_checks
 from fbgemm_npu.testing.counters import count
@@ -83,28 +83,20 @@ def draw(lay: Layout, B: int, max_len: int, seed: int, tail: int = 0):
 
 def reference(lay: Layout, W: torch.Tensor, idx, off, pooling: int, psw) -> torch.Tensor:
     """float64, one bag at a time, from the math of the module docstring."""
-    W = W.double()
-    T = len(lay.dims)
+    T, W = len(lay.dims), W.double()
     B = (off.numel() - 1) // T
-    if pooling == NONE:
-        D = lay.dims[0]
-        out = torch.zeros(int(off[-1]), D, dtype=torch.float64)
-    else:
-        out = torch.zeros(B, lay.d_offsets[-1], dtype=torch.float64)
+    shape = (int(off[-1]), lay.dims[0]) if pooling == NONE else (B, lay.d_offsets[-1])
+    out = torch.zeros(shape, dtype=torch.float64)
     for k in range(T * B):
-        t, b = divmod(k, B)
-        D, start = lay.dims[t], lay.w_offsets[t]
-        acc = torch.zeros(D, dtype=torch.float64)
-        for i in range(int(off[k]), int(off[k + 1])):
-            row = W[start + int(idx[i]) * D : start + (int(idx[i]) + 1) * D]
-            if pooling == NONE:
-                out[i] = row
-                continue
-            acc += row * (1.0 if psw is None else float(psw[i]))
-        n = int(off[k + 1] - off[k])
-        if pooling != NONE:
-            col = lay.d_offsets[t]
-            out[b, col : col + D] = acc / max(n, 1) if pooling == MEAN else acc
+        (t, b), lo, hi = divmod(k, B), int(off[k]), int(off[k + 1])
+        D, start, col = lay.dims[t], lay.w_offsets[t], lay.d_offsets[t]
+        scale = [1.0 if psw is None else float(psw[i]) for i in range(lo, hi)]
+        rows = [W[start + int(idx[i]) * D :][:D] * scale[i - lo] for i in range(lo, hi)]
+        if pooling == NONE:
+            out[lo:hi] = torch.stack(rows) if rows else out[lo:hi]
+            continue
+        acc = sum(rows, torch.zeros(D, dtype=torch.float64))
+        out[b, col : col + D] = acc / max(hi - lo, 1) if pooling == MEAN else acc
     return out
 
 
@@ -263,13 +255,62 @@ def test_fallback() -> None:
     drain_checks()
 
 
-def _module_lookups(opt: O, pooling: PoolingMode, weighted: bool, **kwargs: object):
-    tbe = training_tbe(opt, MIXED if pooling != PoolingMode.NONE else [(40, 8), (30, 8)], "npu",
-                       "cuda_user", pooling_mode=pooling, **kwargs)  # fmt: skip
+def vbe_args(dims: list[int], per_rank: list[list[int]], out: torch.Tensor | None = None):
+    """Upstream's VBE metadata on npu for ``per_rank[t][r]`` bags (output rank-major)."""
+    T, R = len(dims), len(per_rank[0])
+    b_off = [sum(sum(per_rank[u]) for u in range(t)) for t in range(T + 1)]
+    brpf = [[sum(per_rank[t][:r]) for r in range(R + 1)] for t in range(T)]
+    sizes = [per_rank[t][r] * dims[t] for r in range(R) for t in range(T)]
+    ooff = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    size = ooff[-1] if out is None else out.numel()
+    i32 = torch.int32
+    args = (torch.tensor(b_off, dtype=i32), torch.tensor(ooff), torch.tensor(brpf, dtype=i32))
+    return VbeArgs(*(a.to("npu") for a in args), size, out)
+
+
+def test_vbe_state_and_preallocated_output() -> None:
+    """VBE (every pooling the kernel serves, weighted or not): the output, each bag's output
+    start and the rest of the backward's state exactly the tensor program's; upstream's
+    pre-allocated ``vbe_output`` is written in place around what it already holds."""
+    lay, per_rank = MIXED_D, [[2, 1], [0, 3], [1, 1], [2, 2]]
+    g = torch.Generator().manual_seed(9)
+    feats = [t for t in range(4) for _ in range(sum(per_rank[t]))]
+    lens = torch.randint(0, 4, (len(feats),), generator=g)
+    bags = zip(feats, lens, strict=True)
+    idx = torch.cat([torch.randint(0, lay.rows[f], (int(n),), generator=g) for f, n in bags])
+    off = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to("npu")
+    W, idx, psw = torch.randn(lay.numel).to("npu"), idx.to("npu"), torch.rand(idx.numel()).to("npu")
+    plan = plan_of(lay, "npu")
+    for pooling, weights in [(SUM, None), (SUM, psw), (MEAN, None), (MEAN, psw)]:
+        outs = []
+        for mode in ("triton", "tensor"):
+            with kernel_mode(mode):
+                v = vbe_args(lay.dims, per_rank)
+                outs.append(tbe_forward(OP, plan, W, idx, off, pooling, weights, F32, v))
+        (out, state), (ref, ref_state) = outs
+        close(out, ref, 1e-6)
+        assert_same_state(state, ref_state)
+        assert torch.equal(state.row_starts.cpu(), ref_state.row_starts.cpu())
+    pre = torch.full((out.numel() + 3,), 7.0, device="npu")
+    args = (OP, plan, W, idx, off, SUM, None, F32)
+    with kernel_mode("triton"):
+        res, _ = tbe_forward(*args, vbe_args(lay.dims, per_rank, pre), for_backward=False)
+    assert res is pre and (pre[-3:].cpu() == 7.0).all()
+    with kernel_mode("tensor"):
+        ref, _ = tbe_forward(*args, vbe_args(lay.dims, per_rank), for_backward=False)
+    close(pre[: ref.numel()], ref, 1e-6)
+    fbgemm_npu.check()
+
+
+def _module_lookups(opt: O, pooling: PoolingMode, weighted: bool, vbe: bool = False):
+    specs = MIXED if pooling != PoolingMode.NONE else [(40, 8), (30, 8)]
+    tbe = training_tbe(opt, specs, "npu", "cuda_user", pooling_mode=pooling)
     register_tbe_layout(tbe)
-    batch = make_batches([(40, 8)] * len(tbe.embedding_specs), 3, 1, seed=4, weighted=weighted)[0]
+    per_rank = [[2, 3], [1, 4], [3, 0]] if vbe else None
+    batch = make_batches(specs, 3, 1, seed=4, weighted=weighted, vbe=per_rank)[0]
     psw = None if batch.per_sample_weights is None else batch.per_sample_weights.to("npu")
-    return tbe, batch, psw
+    kwargs = {"per_sample_weights": psw, "batch_size_per_feature_per_rank": per_rank}
+    return tbe, batch, (batch.indices.to("npu"), batch.offsets.to("npu")), kwargs
 
 
 @pytest.mark.parametrize(
@@ -279,12 +320,13 @@ def _module_lookups(opt: O, pooling: PoolingMode, weighted: bool, **kwargs: obje
         (O.EXACT_ROWWISE_ADAGRAD, PoolingMode.MEAN, False, "call"),
         (O.ADAM, PoolingMode.SUM, True, "call"),
         (O.EXACT_ADAGRAD, PoolingMode.NONE, False, "sequence"),
+        (O.EXACT_ROWWISE_ADAGRAD, PoolingMode.SUM, True, "vbe"),
     ],
 )
 @pytest.mark.parametrize("train", [True, False])
 def test_budget(opt: O, pooling: PoolingMode, weighted: bool, label: str, train: bool) -> None:
     """The lookup inside upstream's module, training (autograd) or not, exactly its budget."""
-    tbe, batch, psw = _module_lookups(opt, pooling, weighted)
+    tbe, _, args, kwargs = _module_lookups(opt, pooling, weighted, vbe=label == "vbe")
     seen = []
 
     def hold(qualname: str, call) -> torch.Tensor:
@@ -295,27 +337,61 @@ def test_budget(opt: O, pooling: PoolingMode, weighted: bool, label: str, train:
         return c.result
 
     with intercept_lookups(hold), torch.set_grad_enabled(train):
-        tbe(batch.indices.to("npu"), batch.offsets.to("npu"), per_sample_weights=psw)
+        tbe(*args, **kwargs)
     assert len(seen) == 1
     fbgemm_npu.check()
 
 
-@pytest.mark.parametrize("pooling", [PoolingMode.SUM, PoolingMode.MEAN, PoolingMode.NONE])
-def test_module_forward_vs_tensor_and_upstream_cpu(pooling: PoolingMode) -> None:
+@pytest.mark.parametrize(
+    ("pooling", "vbe"),
+    [(PoolingMode.SUM, False), (PoolingMode.MEAN, False), (PoolingMode.NONE, False),
+     (PoolingMode.SUM, True), (PoolingMode.MEAN, True)],
+)  # fmt: skip
+def test_module_forward_vs_tensor_and_upstream_cpu(pooling: PoolingMode, vbe: bool) -> None:
     """Upstream's SplitTableBatchedEmbeddingBagsCodegen on npu (fbgemm_npu's split_table), its
     forward under kernel_mode("triton") == kernel_mode("tensor") ~= upstream's CPU module."""
     weighted = pooling == PoolingMode.SUM
-    tbe, batch, psw = _module_lookups(O.EXACT_ROWWISE_ADAGRAD, pooling, weighted)
+    tbe, batch, args, kwargs = _module_lookups(O.EXACT_ROWWISE_ADAGRAD, pooling, weighted, vbe)
     specs = [(e, d) for e, d, *_ in tbe.embedding_specs]
     cpu = training_tbe(O.EXACT_ROWWISE_ADAGRAD, specs, "cpu", pooling_mode=pooling)
     same_weights(tbe, cpu)
-    args = (batch.indices.to("npu"), batch.offsets.to("npu"))
     with kernel_mode("triton"), count("npu") as c:
-        out = tbe(*args, per_sample_weights=psw)
+        out = tbe(*args, **kwargs)
     assert "triton.tbe_forward" in c.launch_ops
     with kernel_mode("tensor"):
-        tensor_out = tbe(*args, per_sample_weights=psw)
-    upstream = cpu(batch.indices, batch.offsets, per_sample_weights=batch.per_sample_weights)
+        tensor_out = tbe(*args, **kwargs)
+    cpu_kwargs = {**kwargs, "per_sample_weights": batch.per_sample_weights}
+    upstream = cpu(batch.indices, batch.offsets, **cpu_kwargs)
     close(out, tensor_out, 1e-6)
     close(out, upstream, 1e-5)
+    fbgemm_npu.check()
+
+
+def test_training_step_on_the_fused_forward_state() -> None:
+    """A VBE training step (SGD, weighted) whose forward is the Triton kernel: the backward
+    (the tensor program's: VBE) reads the kernel's state and updates the tables as after the
+    tensor program's forward, and as upstream's CPU module does."""
+    runs = [_module_lookups(O.EXACT_SGD, PoolingMode.SUM, True, True) for _ in range(2)]
+    tbe0, batch, _, kwargs = runs[0]
+    cpu = training_tbe(O.EXACT_SGD, [(e, d) for e, d, *_ in tbe0.embedding_specs], "cpu")
+    same_weights(tbe0, runs[1][0])
+    same_weights(tbe0, cpu)
+    per_rank = kwargs["batch_size_per_feature_per_rank"]
+    width = sum(d * sum(bs) for (_, d), bs in zip(MIXED, per_rank, strict=True))
+    grad = torch.linspace(-1, 1, width)
+    outs = []
+    for mode, (tbe, _, args, kw) in zip(("triton", "tensor"), runs, strict=True):
+        with kernel_mode(mode):
+            out = tbe(*args, **kw)
+            out.backward(grad.to("npu").view_as(out))
+        outs.append(out.detach())
+    cpu_kwargs = {**kwargs, "per_sample_weights": batch.per_sample_weights}
+    cpu_out = cpu(batch.indices, batch.offsets, **cpu_kwargs)
+    cpu_out.backward(grad.view_as(cpu_out))
+    close(outs[0], outs[1], 1e-6)
+    close(outs[0], cpu_out, 1e-5)
+    weights = [t.split_embedding_weights() for t in (runs[0][0], runs[1][0], cpu)]
+    for a, b, c in zip(*weights, strict=True):
+        close(a, b, 1e-6)
+        close(a, c, 1e-5)
     fbgemm_npu.check()

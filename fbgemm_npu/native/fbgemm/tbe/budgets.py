@@ -74,12 +74,12 @@ def _note(step_over: str = "", vbe: bool = False) -> str:
 
 
 _LOOKUP = "fbgemm::split_embedding_codegen_lookup_{}_function_pt2"
-# The fused Triton forward (_triton_forward.py): one kernel for every fixed-batch forward of a
-# lookup (SUM / MEAN / NONE, weighted or not, any number of D, training or inference: "call"
-# pooled, "sequence" NONE); its data check is a flag per program reduced by one `all`
-# (triton_checks 1, in place of the tensor program's 7).  VBE and global weight decay run the
-# tensor program.
-_TRITON_FORWARD = {"call": 1, "sequence": 1}
+# The fused Triton forward (_triton_forward.py): one kernel for every forward of a lookup (SUM /
+# MEAN / NONE, weighted or not, any number of D, training or inference: "call" pooled,
+# "sequence" NONE, "vbe" pooled with variable batch sizes); its data check is a flag per
+# program reduced by one `all` (triton_checks 1, in place of the tensor program's 7).  Global
+# weight decay runs the tensor program.
+_TRITON_FORWARD = {"call": 1, "sequence": 1, "vbe": 1}
 _TRITON_CHECKS = 1
 
 

@@ -252,9 +252,10 @@ def closed_offsets(offsets: torch.Tensor, L: int, traced: bool = False) -> torch
 
 def _triton_supported(plan: TbePlan, w: torch.Tensor, L: int, offsets: torch.Tensor, pool: int,
                       vbe: VbeArgs | None, scale: object) -> bool:  # fmt: skip
-    """The calls the fused kernel serves: no VBE, no global weight decay, a bag and a table
-    class at least, positions in int32, a flat weights buffer, one D for pooling NONE."""
-    ok = vbe is None and scale is None and bool(plan.classes) and 1 < offsets.numel() < 2**31
+    """The calls the fused kernel serves: no global weight decay, a bag and a table class at
+    least, positions in int32, a flat weights buffer, one D and no VBE for pooling NONE."""
+    ok = (vbe is None or pool != POOLING_NONE) and scale is None and 1 < offsets.numel() < 2**31
+    ok = ok and bool(plan.classes) and (vbe is None or isinstance(vbe.output_size, int))
     ok = ok and L < 2**31 - 1 and w.dim() == 1 and w.stride(0) == 1
     return ok and (pool != POOLING_NONE or len(set(plan.dims)) == 1)
 
@@ -291,7 +292,7 @@ def tbe_forward(
         from fbgemm_npu.native.fbgemm.tbe._triton_forward import forward_state as fused
 
         args = (plan, weights, indices, offsets, pooling_mode, indice_weights, output_dtype)
-        return fused(op, *args, for_backward)
+        return fused(op, *args, for_backward, vbe)
     bag, t, B, blocks = _bags_and_features(plan, indices, offsets, vbe)
     mats = []
     safe, ends, ok = indices, None, None
