@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from fbgemm_npu.native._triton import launch
+from fbgemm_npu.native._triton import interpreting, launch
 from fbgemm_npu.native.mxrec.hstu._attention import Problem
 from fbgemm_npu.native.mxrec.hstu._triton_bwd import hstu_dkdv_kernel, hstu_dq_kernel
 from fbgemm_npu.native.mxrec.hstu._triton_fwd import hstu_fwd_kernel
@@ -38,6 +38,8 @@ def _blocks(p: Problem) -> dict[str, int | str]:
         "BLOCK_DV": max(16, triton.next_power_of_2(p.v.size(3))),
         # float32 as the tensor program's: no TF32 on a GPU's tensor cores (ignored elsewhere)
         "PREC": "ieee" if p.q.dtype == torch.float32 else "tf32",
+        # the interpreter's tl.dot cannot take bfloat16 (_triton_fwd.hstu_fwd_kernel's note)
+        "UP": p.q.dtype == torch.bfloat16 and interpreting(),
     }
 
 

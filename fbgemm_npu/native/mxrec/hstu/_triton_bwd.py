@@ -43,7 +43,7 @@ def hstu_dkdv_kernel(
     N_K, R, GB, S_Q, S_K, D_QK, D_V, alpha, scale,
     NSPAN: tl.constexpr, HAS_SPANS: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_MASK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr, PREC: tl.constexpr,
+    BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr, PREC: tl.constexpr, UP: tl.constexpr,
 ):  # fmt: skip
     """dk / dv of one block of keys of one (batch, kv head): the module docstring."""
     bg = tl.program_id(1)
@@ -62,6 +62,8 @@ def hstu_dkdv_kernel(
                 mask=kmask, other=0.0)  # fmt: skip
     v = tl.load(V + b64 * sv_b + g64 * sv_h + cols[:, None] * sv_s + dv[None, :] * sv_d,
                 mask=vmask, other=0.0)  # fmt: skip
+    if UP:  # _triton_fwd.hstu_fwd_kernel's note
+        k, v = k.to(tl.float32), v.to(tl.float32)
     dk = tl.zeros([BLOCK_N, BLOCK_DQK], dtype=tl.float32)
     dvv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
     for t in range(R):
@@ -85,14 +87,19 @@ def hstu_dkdv_kernel(
                             other=0.0)  # fmt: skip
                 do = tl.load(g_ptrs + m0 * sg_s, mask=row_ok[:, None] & (dv[None, :] < D_V),
                              other=0.0)  # fmt: skip
+                if UP:
+                    q, do = q.to(tl.float32), do.to(tl.float32)
                 s, sig, vis, w = tile(q, k, b_ptrs + m0 * sb_s, m_ptrs + m0 * sm_s,
                                       sp_rows + m0 * sp_s, row_ok, cols, col_ok, alpha, scale,
                                       NSPAN, HAS_SPANS, HAS_BIAS, HAS_MASK, PREC)  # fmt: skip
-                p = tl.where(vis, s * sig * w, 0.0)
-                dvv += tl.dot(tl.trans(p.to(q.dtype)), do, input_precision=PREC)
+                p = tl.where(vis, s * sig * w, 0.0).to(DK.dtype.element_ty)  # in q's dtype
                 dp = tl.dot(do, tl.trans(v), input_precision=PREC)
                 ds = tl.where(vis, dp * w * sig * (1.0 + s * (1.0 - sig)) * alpha, 0.0)
-                dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PREC)
+                ds = ds.to(DK.dtype.element_ty)
+                if UP:
+                    p, ds = p.to(tl.float32), ds.to(tl.float32)
+                dvv += tl.dot(tl.trans(p), do, input_precision=PREC)
+                dk += tl.dot(tl.trans(ds), q, input_precision=PREC)
     dk_ptrs = DK + b64 * sdk_b + g64 * sdk_h + cols[:, None] * sdk_s + dq[None, :]
     dv_ptrs = DV + b64 * sdv_b + g64 * sdv_h + cols[:, None] * sdv_s + dv[None, :]
     tl.store(dk_ptrs, dk.to(DK.dtype.element_ty), mask=kmask)
@@ -109,7 +116,7 @@ def hstu_dq_kernel(
     NSPAN: tl.constexpr, HAS_SPANS: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_MASK: tl.constexpr, HAS_DB: tl.constexpr, SUM_HEADS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DQK: tl.constexpr,
-    BLOCK_DV: tl.constexpr, PREC: tl.constexpr,
+    BLOCK_DV: tl.constexpr, PREC: tl.constexpr, UP: tl.constexpr,
 ):  # fmt: skip
     """dq (and the dbias tiles) of one block of query rows of one (batch, bias head)."""
     be = tl.program_id(1)
@@ -143,6 +150,8 @@ def hstu_dq_kernel(
         q = tl.load(q_ptrs, mask=qmask, other=0.0)
         g_ptrs = DO + b64 * sg_b + h64 * sg_h + rows[:, None] * sg_s + dv[None, :] * sg_d
         do = tl.load(g_ptrs, mask=row_ok[:, None] & (dv[None, :] < D_V), other=0.0)
+        if UP:
+            q, do = q.to(tl.float32), do.to(tl.float32)
         k_ptrs = K + b64 * sk_b + g64 * sk_h + offs_n[:, None] * sk_s + dq[None, :] * sk_d
         v_ptrs = V + b64 * sv_b + g64 * sv_h + offs_n[:, None] * sv_s + dv[None, :] * sv_d
         sp_rows = SP + b64 * sp_b + h * sp_h + rows * sp_s
@@ -161,12 +170,17 @@ def hstu_dq_kernel(
                         other=0.0)  # fmt: skip
             v = tl.load(v_ptrs + n0 * sv_s, mask=col_ok[:, None] & (dv[None, :] < D_V),
                         other=0.0)  # fmt: skip
+            if UP:
+                k, v = k.to(tl.float32), v.to(tl.float32)
             s, sig, vis, w = tile(q, k, b_ptrs + n0 * sb_k, m_ptrs + n0 * sm_k, sp_rows, row_ok,
                                   cols, col_ok, alpha, scale, NSPAN, HAS_SPANS, HAS_BIAS,
                                   HAS_MASK, PREC)  # fmt: skip
             dp = tl.dot(do, tl.trans(v), input_precision=PREC)
             ds = tl.where(vis, dp * w * sig * (1.0 + s * (1.0 - sig)) * alpha, 0.0)
-            acc += tl.dot(ds.to(q.dtype), k, input_precision=PREC)
+            d_op = ds.to(DQ.dtype.element_ty)  # dS in q's dtype for the matmul
+            if UP:
+                d_op = d_op.to(tl.float32)
+            acc += tl.dot(d_op, k, input_precision=PREC)
             if HAS_DB:
                 m = db_rows & (cols[None, :] < DB_C)
                 if SUM_HEADS:  # this program alone owns these tiles: no race between heads

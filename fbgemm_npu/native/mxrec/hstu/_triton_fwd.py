@@ -84,10 +84,13 @@ def hstu_fwd_kernel(
     N_Q, R, GB, S_Q, S_K, D_QK, D_V, alpha, scale,
     NSPAN: tl.constexpr, HAS_SPANS: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_MASK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr, PREC: tl.constexpr,
+    BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr, PREC: tl.constexpr, UP: tl.constexpr,
 ):  # fmt: skip
     """One block of query rows of one (batch, q head): the module docstring.  Pointers are
-    built once per program and moved by a scalar offset per key block."""
+    built once per program and moved by a scalar offset per key block.  ``UP``: the matmul
+    operands in float32 (the host sets it for bfloat16 under Triton's interpreter, whose
+    ``tl.dot`` multiplies bfloat16 bit patterns as integers; the values, rounded to bfloat16
+    first, are exact in float32, so the products are the bfloat16 matmul's)."""
     bh = tl.program_id(1)
     b64 = (bh // N_Q).to(tl.int64)
     h = bh % N_Q
@@ -99,6 +102,8 @@ def hstu_fwd_kernel(
     offs_n = tl.arange(0, BLOCK_N)
     q_ptrs = Q + b64 * sq_b + h.to(tl.int64) * sq_h + rows[:, None] * sq_s + dq[None, :] * sq_d
     q = tl.load(q_ptrs, mask=row_ok[:, None] & (dq[None, :] < D_QK), other=0.0)
+    if UP:
+        q = q.to(tl.float32)
     k_ptrs = K + b64 * sk_b + g64 * sk_h + offs_n[:, None] * sk_s + dq[None, :] * sk_d
     v_ptrs = V + b64 * sv_b + g64 * sv_h + offs_n[:, None] * sv_s + dv[None, :] * sv_d
     sp_rows = SP + b64 * sp_b + h * sp_h + rows * sp_s
@@ -115,10 +120,14 @@ def hstu_fwd_kernel(
         col_ok = cols < S_K
         k = tl.load(k_ptrs + n0 * sk_s, mask=col_ok[:, None] & (dq[None, :] < D_QK), other=0.0)
         v = tl.load(v_ptrs + n0 * sv_s, mask=col_ok[:, None] & (dv[None, :] < D_V), other=0.0)
+        if UP:
+            k, v = k.to(tl.float32), v.to(tl.float32)
         s, sig, vis, w = tile(q, k, b_ptrs + n0 * sb_k, m_ptrs + n0 * sm_k, sp_rows, row_ok,
                               cols, col_ok, alpha, scale, NSPAN, HAS_SPANS, HAS_BIAS, HAS_MASK,
                               PREC)  # fmt: skip
-        p = tl.where(vis, s * sig * w, 0.0)
-        acc += tl.dot(p.to(v.dtype), v, input_precision=PREC)
+        p = tl.where(vis, s * sig * w, 0.0).to(OUT.dtype.element_ty)  # P in q's dtype
+        if UP:
+            p = p.to(tl.float32)
+        acc += tl.dot(p, v, input_precision=PREC)
     o_ptrs = OUT + b64 * so_b + h.to(tl.int64) * so_h + rows[:, None] * so_s + dv[None, :]
     tl.store(o_ptrs, acc.to(OUT.dtype.element_ty), mask=row_ok[:, None] & (dv[None, :] < D_V))

@@ -32,6 +32,10 @@ _BWD = (
     "pass over a tile in AI Core local memory) is the remedy"
 )
 
+# Triton path (``_triton_attention.py``, kernel mode triton, checks off): the op's setup without the
+# tile layout (offsets, the padded gather, the key intervals, the gather back) + the fused
+# kernels (forward 1, backward 2), the same for every dtype, bias or not, any tile count
+
 BUDGETS: dict[str, Budget] = {
     # measured (tests/mxrec/hstu/test_hstu_budgets.py, checks off): per tile float32 5, float16
     # 7, + bias 1, custom mask 1 -> 8; context_targets 12; setup 22-24 (38 context_targets) + 2
@@ -39,6 +43,7 @@ BUDGETS: dict[str, Budget] = {
         launches=8, setup=26, checks=8, path_checks={"context_targets": 14}, ai_cpu=0,
         syncs_unsized=1, per="tile", paths={"context_targets": 12},
         path_setup={"context_targets": 40}, note=_NOTE,
+        triton={"call": 21, "context_targets": 35},
     ),
     # per tile float32 9 (11 bias), float16 15 (17 bias / custom mask); context_targets 21;
     # setup 30-37 (51) + 2
@@ -46,6 +51,7 @@ BUDGETS: dict[str, Budget] = {
         launches=17, setup=39, checks=8, path_checks={"context_targets": 14}, ai_cpu=0,
         syncs_unsized=1, per="tile", paths={"context_targets": 21},
         path_setup={"context_targets": 53}, target=12, note=_BWD,
+        triton={"call": 24, "context_targets": 38},
     ),
     # delta (q and k of their own offsets): two padded layouts, setup 38 (52) + 2; per tile as
     # equal; checks both offsets and L_q <= L_k
@@ -53,16 +59,23 @@ BUDGETS: dict[str, Budget] = {
         launches=8, setup=40, checks=13, path_checks={"context_targets": 19}, ai_cpu=0,
         syncs_unsized=1, per="tile", paths={"context_targets": 12},
         path_setup={"context_targets": 55}, note=_NOTE,
+        triton={"call": 35, "context_targets": 51},
     ),
     "mxrec::hstu_jagged_backward.delta": Budget(
         launches=17, setup=54, checks=13, path_checks={"context_targets": 19}, ai_cpu=0,
         syncs_unsized=1, per="tile", paths={"context_targets": 21},
         path_setup={"context_targets": 69}, target=12, note=_BWD,
+        triton={"call": 39, "context_targets": 55},
     ),
     # normal layout: no gathers, no lengths, no data checks; setup 4 (9 causal: the intervals) + 2
-    "mxrec::hstu_dense": Budget(launches=8, setup=11, ai_cpu=0, per="tile", note=_NOTE),
+    # Triton: 5 (the causal key intervals) + 1; mask_type 2 / 3 ('unmasked'): the kernel alone
+    "mxrec::hstu_dense": Budget(
+        launches=8, setup=11, ai_cpu=0, per="tile", note=_NOTE,
+        triton={"call": 6, "unmasked": 1},
+    ),
     # setup 10-19 (k / v transposed, dk / dv / dbias zeroed, casts back) + 2
     "mxrec::hstu_dense_backward": Budget(
-        launches=17, setup=21, ai_cpu=0, per="tile", target=12, note=_BWD
+        launches=17, setup=21, ai_cpu=0, per="tile", target=12, note=_BWD,
+        triton={"call": 7, "unmasked": 2},
     ),
 }
