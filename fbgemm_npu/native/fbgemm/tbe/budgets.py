@@ -81,6 +81,22 @@ _LOOKUP = "fbgemm::split_embedding_codegen_lookup_{}_function_pt2"
 # weight decay runs the tensor program.
 _TRITON_FORWARD = {"call": 1, "sequence": 1, "vbe": 1}
 _TRITON_CHECKS = 1
+# The fused Triton backward (_triton_backward.py) of the optimizers it runs (SGD, AdaGrad,
+# rowwise AdaGrad, Adam, partial rowwise Adam, LAMB, partial rowwise LAMB, LARS-SGD), per call
+# with one table class: the de-duplication key's float32 cast and stable sort, then one kernel
+# that sums each touched row's gradient (clipping, per-sample weights, 1 / length in it) and
+# updates the row and its states once: 3; each further class 3 more (two_class_backward).  The
+# backward has no data checks (triton_checks is the forward's: measured with the checks off).
+# VBE, global weight decay, Adam's rowwise bias correction, a device learning rate and
+# per-sample-weight gradients run the tensor program.
+_TRITON_BACKWARD = {
+    "backward": 3,
+    "weighted_backward": 3,
+    "mean_backward": 3,
+    "sequence_backward": 3,
+    "clipped_backward": 3,
+    "two_class_backward": 6,
+}
 
 
 def _lookup(paths: dict[str, int], note: str = "", triton: dict[str, int] | None = None) -> Budget:
@@ -116,10 +132,12 @@ BUDGETS: dict[str, Budget] = {
             "vbe_backward": 22,
         },
         _note("with VBE", vbe=True),
+        triton=_TRITON_BACKWARD,
     ),
     _LOOKUP.format("adagrad"): _lookup(
         {**_FORWARD, "backward": 25, "mean_backward": 30, "sequence_backward": 23},
         _note("with MEAN pooling"),
+        triton=_TRITON_BACKWARD,
     ),
     _LOOKUP.format("rowwise_adagrad"): _lookup(
         {
@@ -140,6 +158,7 @@ BUDGETS: dict[str, Budget] = {
             "with weighted MEAN, VBE or global weight decay, whose forward is over 10 too",
             vbe=True,
         ),
+        triton=_TRITON_BACKWARD,
     ),
     _LOOKUP.format("adam"): _lookup(
         {
@@ -151,22 +170,27 @@ BUDGETS: dict[str, Budget] = {
             "vbe_backward": 38,
         },
         _note("on every pooled path", vbe=True),
+        triton=_TRITON_BACKWARD,
     ),
     _LOOKUP.format("partial_rowwise_adam"): _lookup(
         {**_FORWARD, "backward": 32, "mean_backward": 37, "sequence_backward": 30},
         _note("on every pooled path"),
+        triton=_TRITON_BACKWARD,
     ),
     _LOOKUP.format("lamb"): _lookup(
         {**_FORWARD, "backward": 36, "mean_backward": 41, "sequence_backward": 34},
         _note("on every path"),
+        triton=_TRITON_BACKWARD,
     ),
     _LOOKUP.format("partial_rowwise_lamb"): _lookup(
         {**_FORWARD, "backward": 37, "mean_backward": 42, "sequence_backward": 35},
         _note("on every path"),
+        triton=_TRITON_BACKWARD,
     ),
     _LOOKUP.format("lars_sgd"): _lookup(
         {**_FORWARD, "backward": 30, "mean_backward": 35, "sequence_backward": 28},
         _note("on every pooled path"),
+        triton=_TRITON_BACKWARD,
     ),
     # The counter and CowClip regularisations (one lookup for every mode, the costliest is the
     # counter with decoupled decay): their math runs on row scalars, one ATen op per term (the
