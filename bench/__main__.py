@@ -1,5 +1,6 @@
 """``python -m bench ops [--family F] [--repeats N] [--out FILE.md]``; ``python -m bench tbe``;
-``python -m bench hstu [--max-seq-len N]``; ``python -m bench inference [--quick]``.
+``python -m bench hstu [--max-seq-len N]``; ``python -m bench inference [--quick]``;
+``python -m bench triton``.
 
 The benchmarks follow the kernels' family tree: ``bench/<namespace>/<family>.py`` benchmarks
 ``fbgemm_npu/native/<namespace>/<family>/`` (``bench/fbgemm/jagged.py``, ...) and exports
@@ -8,7 +9,9 @@ family matches ``--family``), prints the table and writes it to ``--out``.  ``tb
 lookup benchmark of ``bench/fbgemm/tbe.py``, which is a measurement of its own, not a table of
 cases; ``hstu`` the HSTU attention benchmark of ``bench/mxrec/hstu.py`` (ours against a naive
 full-materialisation reference), another; ``inference`` the IntNBit TBE lookup of
-``bench/fbgemm/inference.py`` (INT8 / INT4 / FP16 rows, ours on npu vs upstream on CPU), another.
+``bench/fbgemm/inference.py`` (INT8 / INT4 / FP16 rows, ours on npu vs upstream on CPU), another;
+``triton`` the launch counts of both paths of each fused Triton kernel (``bench/fused.py``; its
+timings on a GPU: ``python bench/device_check.py``).
 """
 
 from __future__ import annotations
@@ -79,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     inference.add_argument("--repeats", type=int, default=10)
     inference.add_argument("--out", type=Path, default=Path("bench/results/inference.md"))
     inference.add_argument("--quick", action="store_true", help="a small size, printed only")
-    for p in (ops, tbe, hstu, inference):
+    triton = sub.add_parser("triton", help="fused Triton kernels: launches of both paths per op")
+    triton.add_argument("--out", type=Path, default=Path("bench/results/triton.md"))
+    for p in (ops, tbe, hstu, inference, triton):
         p.add_argument(
             "--threads",
             type=int,
@@ -97,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "inference":
         inference_bench = importlib.import_module(INFERENCE_MODULE)
         return inference_bench.main(args.repeats, args.out, quick=args.quick)
+    if args.what == "triton":
+        return importlib.import_module("bench.fused").main(args.out)
     if args.what == "hstu":
         return importlib.import_module(HSTU_MODULE).main(args)
 

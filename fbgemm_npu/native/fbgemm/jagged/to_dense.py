@@ -208,9 +208,13 @@ class _JaggedToPaddedDense(torch.autograd.Function):
 def _autograd(op: str, one_offsets: bool = False) -> Callable[..., torch.Tensor]:
     """The ``AutogradPrivateUse1`` kernel of the to-dense op ``op(values, offsets, *rest)``,
     differentiable in ``values``; ``one_offsets``: the op takes one offsets tensor, not a list."""
-    packet = getattr(torch.ops.fbgemm, op.split("::", 1)[1])
+    name = op.split("::", 1)[1]
 
     def kernel(values: torch.Tensor, offsets: object, *rest: object) -> torch.Tensor:
+        # looked up per call, not at import: the module imports without the op's schema
+        # (bench/device_check.py runs the kernels on a GPU without fbgemm_gpu)
+        packet = getattr(torch.ops.fbgemm, name)
+
         def run(v: torch.Tensor, o: list[torch.Tensor]) -> torch.Tensor:
             return packet(v, o[0] if one_offsets else o, *rest)
 
