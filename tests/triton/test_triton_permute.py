@@ -249,26 +249,46 @@ def test_multi_block_scans_and_capped_grid(monkeypatch: pytest.MonkeyPatch) -> N
         _same(got, want)
 
 
-def test_gradients() -> None:
-    """Forward on the Triton path; the gradients of values and weights as the tensor path's
-    and the reference's (a repeated feature sums its gradients)."""
-    d = _batch(4, 3, seed=8, permute=torch.tensor([1, 1, 3], dtype=torch.int32))
-    d["values"] = torch.randn(d["values"].numel())
-    grads = []
+GRADS = [
+    (torch.float32, False, torch.tensor([1, 1, 3], dtype=torch.int32)),  # repeat, drops
+    (torch.float16, True, torch.tensor([3, 0, 2, 1], dtype=torch.int32)),  # 2-D weights
+    (torch.bfloat16, False, torch.tensor([2, 2, 2, 0, 0], dtype=torch.int64)),
+]
+
+
+@pytest.mark.parametrize(("dtype", "wide", "perm"), GRADS, ids=["f32", "f16_2d", "bf16"])
+def test_gradients(dtype: torch.dtype, wide: bool, perm: torch.Tensor) -> None:
+    """Forward and backward on the Triton path (offsets + one sum kernel per gradient): the
+    gradients of values and weights as the tensor path's and the float64 reference's (repeats
+    summed, dropped features and the values' tail zero)."""
+    d = _batch(4, 3, seed=8, permute=perm)
+    n = d["values"].numel()
+    d["values"] = torch.randn(n + 3).to(dtype)  # a tail no segment reads
+    d["weights"] = torch.randn(n + 3, *((2,) if wide else ())).to(dtype)
+    grads, fused = [], []
     for mode in ("triton", "tensor"):
         v = d["values"].to("npu").requires_grad_()
         w = d["weights"].to("npu").requires_grad_()
         with kernel_mode(mode):
             out = F.permute_2D_sparse_data(d["permute"].to("npu"), d["lengths"].to("npu"), v, w)
-            (out[1] * torch.arange(out[1].numel(), device="npu") + out[2] * 3).sum().backward()
-        grads.append((v.grad.cpu(), w.grad.cpu()))
-    v = d["values"].clone().requires_grad_()
-    w = d["weights"].clone().requires_grad_()
+            scale = torch.arange(out[1].numel(), device="npu").to(dtype)
+            loss = (out[1] * scale).sum() + (out[2] * 3).sum()
+            with count("npu") as c:
+                loss.backward()
+        fused.append(_fused(c))
+        grads.append((v.grad.cpu().double(), w.grad.cpu().double()))
+    assert fused == [["triton.permute_offsets", "triton.permute_grad", "triton.permute_grad"], []]
+    v = d["values"].double().requires_grad_()
+    w = d["weights"].double().requires_grad_()
     out = permute_2d_reference(d["permute"], d["lengths"], v, w)
-    (out[1] * torch.arange(out[1].numel()) + out[2] * 3).sum().backward()
+    (out[1] * torch.arange(out[1].numel()).to(dtype).double()).sum().add(
+        (out[2] * 3).sum()
+    ).backward()
+    tol = {"rtol": 1e-2, "atol": 1e-2} if dtype != torch.float32 else {}
     for g in grads:
-        torch.testing.assert_close(g[0], v.grad)
-        torch.testing.assert_close(g[1], w.grad)
+        torch.testing.assert_close(g[0], v.grad, **tol)
+        torch.testing.assert_close(g[1], w.grad, **tol)
+    assert torch.equal(grads[0][0][n:], torch.zeros(3, dtype=torch.float64))
 
 
 BAD = [

@@ -46,7 +46,7 @@ import triton.language as tl
 from fbgemm_npu.native._checks import check_on_device, validation_enabled
 from fbgemm_npu.native._triton import launch
 
-__all__ = ["MAX_PROGRAMS", "permute_rows_triton"]
+__all__ = ["MAX_PROGRAMS", "permute_grads_triton", "permute_rows_triton"]
 
 MAX_PROGRAMS = 65535  # the copy kernel's grid cap (a grid dimension's limit); tests lower it
 SCAN_BLOCK = 128
@@ -78,6 +78,7 @@ def _offsets_kernel(
         tl.store(starts + j, incl - step, mask=m)
         low = tl.minimum(low, tl.min(tl.where(m, incl, 0), axis=0))
         carry += tl.sum(step, axis=0)
+    tl.store(starts + n_in, carry)
     sum_ok = (low >= 0) & (carry <= n_avail) & (big == 0)
     n_out = t_out * b
     carry = 0
@@ -142,6 +143,71 @@ def _copy_kernel(
                 tl.store(wout + d.to(tl.int64) * wo_s0 + col * wo_s1, w, mask=m)
 
 
+@triton.jit
+def _grad_kernel(
+    perm, perm_s, starts, ends, grad, g_s0, g_s1, gx, n_seg, t_out, b, n_x, cols,
+    BLOCK: tl.constexpr,
+):  # fmt: skip
+    """Input segment ``j = (p, c)``: ``gx[s_j + i] = sum over t with permute[t] = p of
+    grad[o[t B + c] + i]`` (float32 sums in the order of t: deterministic, no atomics); program
+    ``n_seg`` zeroes the tail past the lengths' sum.  ``cols`` columns per row (flat)."""
+    lane = tl.arange(0, BLOCK)
+    for j in range(tl.program_id(0), n_seg + 1, tl.num_programs(0)):
+        p = j // b  # t_in for the tail: no permute entry hits it
+        c = j - p * b
+        src = tl.load(starts + j)
+        stop = tl.load(starts + tl.minimum(j + 1, n_seg))
+        n = tl.maximum(tl.where(j < n_seg, stop, n_x) - src, 0) * cols
+        for i in range(0, n, BLOCK):
+            k = i + lane
+            m = k < n
+            row = k // cols
+            col = k - row * cols
+            acc = tl.zeros((BLOCK,), tl.float32)
+            for t in range(0, t_out):
+                # broadcast before the compare: the interpreter refuses a 0-d bool in a mask
+                hit = k * 0 + tl.load(perm + t * perm_s) == p
+                dst = tl.load(ends + t * b + c)
+                at = (dst + row).to(tl.int64) * g_s0 + col * g_s1
+                acc += tl.load(grad + at, mask=m & hit, other=0.0).to(tl.float32)
+            tl.store(
+                gx + (src + row).to(tl.int64) * cols + col, acc.to(gx.dtype.element_ty), mask=m
+            )
+
+
+def permute_grads_triton(
+    permute: torch.Tensor,
+    lengths: torch.Tensor,
+    grads: tuple[torch.Tensor | None, torch.Tensor | None],
+    shapes: tuple[torch.Size, torch.Size | None],
+) -> list[torch.Tensor | None]:
+    """The adjoint of the 2-D permute (``_Permute2DFunction.backward``): for each given output
+    gradient (values ``(total,)``, weights ``(total[, C])``) the input's, summed over repeated
+    features, zero where no output reads (dropped features, the tail).  Inputs valid (the
+    forward checked them).  Launches: the offsets kernel, then one ``_grad_kernel`` per
+    gradient: 2 or 3."""
+    perm = permute.reshape(-1)
+    t_in, b = lengths.shape
+    t_out = perm.numel()
+    n_x = shapes[0].numel()
+    plen = lengths.new_empty((t_out, b))
+    starts, ends, _, _ = _offsets(perm, lengths, plen, n_x, -1)
+    out: list[torch.Tensor | None] = []
+    for grad, shape in zip(grads, shapes, strict=True):
+        if grad is None or shape is None:
+            out.append(None)
+            continue
+        flat = shape if len(shape) == 2 else torch.Size((shape.numel(),))
+        gx = grad.new_empty(flat)
+        cols = flat[1] if len(flat) == 2 else 1
+        g_s = (grad.stride(0), grad.stride(1) if grad.dim() > 1 else 0)
+        grid = (min(t_in * b + 1, MAX_PROGRAMS),)
+        args = (perm, perm.stride(0), starts, ends, grad, *g_s, gx, t_in * b, t_out, b, flat[0])
+        launch("permute_grad", _grad_kernel, grid, *args, cols, BLOCK=COPY_BLOCK)
+        out.append(gx.view(shape))
+    return out
+
+
 def _bits(t: torch.Tensor) -> torch.Tensor:
     """``t`` viewed as the signed integers of its element width (a copy kernel moves bits)."""
     want = _BITS[t.element_size()]
@@ -150,6 +216,23 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 def _strides2(t: torch.Tensor) -> tuple[int, int]:
     return (t.stride(0), t.stride(1) if t.dim() > 1 else 0)
+
+
+def _offsets(
+    perm: torch.Tensor, lengths: torch.Tensor, plen: torch.Tensor, n_avail: int, given: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The offsets kernel: ``(starts (T_in B + 1), ends (T B + 1), stats, flag)``, int32 scans
+    ending in their totals; ``plen`` receives the permuted lengths."""
+    t_in, b = lengths.shape
+    t_out, dev = perm.numel(), lengths.device
+    starts = torch.empty(t_in * b + 1, dtype=torch.int32, device=dev)
+    ends = torch.empty(t_out * b + 1, dtype=torch.int32, device=dev)
+    stats = torch.empty(4, dtype=torch.int32, device=dev)
+    flag = torch.empty(1, dtype=torch.uint8, device=dev)
+    args = (perm, perm.stride(0), lengths, *lengths.stride(), plen, *plen.stride())
+    args += (starts, ends, stats, flag, t_in, t_out, b, n_avail, given)
+    launch("permute_offsets", _offsets_kernel, (1,), *args, BLOCK=SCAN_BLOCK)
+    return starts, ends, stats, flag
 
 
 def permute_rows_triton(
@@ -170,16 +253,9 @@ def permute_rows_triton(
     for the errors, ``outs`` the preallocated outputs or None (their metadata checked)."""
     t_in, b = lengths.shape
     t_out = perm.numel()
-    dev = lengths.device
     plen = lengths.new_empty((t_out, b)) if outs[0] is None else outs[0].view(t_out, b)
-    starts = torch.empty(t_in * b, dtype=torch.int32, device=dev)
-    ends = torch.empty(t_out * b + 1, dtype=torch.int32, device=dev)
-    stats = torch.empty(4, dtype=torch.int32, device=dev)
-    flag = torch.empty(1, dtype=torch.uint8, device=dev)
     given = -1 if permuted_lengths_sum is None else permuted_lengths_sum
-    args = (perm, perm.stride(0), lengths, *lengths.stride(), plen, *plen.stride())
-    args += (starts, ends, stats, flag, t_in, t_out, b, n_avail, given)
-    launch("permute_offsets", _offsets_kernel, (1,), *args, BLOCK=SCAN_BLOCK)
+    starts, ends, stats, flag = _offsets(perm, lengths, plen, n_avail, given)
     where = f"argument 'permute' must hold indices in [0, {t_in})"
     texts = [
         where,

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import torch
 
+from fbgemm_npu.native import _triton
 from fbgemm_npu.native._autograd import below_autograd, needs_grad
 from fbgemm_npu.native._checks import check_ndim, check_same_dtype, dynamic_size
 from fbgemm_npu.native.fbgemm.permute import _utils as _pi
@@ -84,6 +85,8 @@ INVERT_PERMUTE = "fbgemm::invert_permute"
 EXPAND_INTO_JAGGED_PERMUTE = "fbgemm::expand_into_jagged_permute"
 
 Out = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+# gradients the Triton backward sums (in float32; a 910B has no float64 vector arithmetic)
+_TRITON_GRAD_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _permute_2d(
@@ -311,7 +314,9 @@ class _Permute2DFunction(torch.autograd.Function):
     upstream's formula (upstream permutes the gradient back with ``invert_permute``); with repeated
     or dropped features upstream's backward reads out of bounds, ours sums the repeats' gradients.
     ``idx`` is recomputed in the backward from ``permute`` and ``lengths`` (no sync: the total is
-    the gradient's length).
+    the gradient's length).  Where ``use_triton`` picks it (float32 / float16 / bfloat16
+    gradients, sizes below 2**31): ``_triton_permute.permute_grads_triton``, the offsets kernel
+    and one deterministic sum kernel per gradient (2-3 launches, no zeros, no atomics).
     """
 
     @staticmethod
@@ -326,6 +331,7 @@ class _Permute2DFunction(torch.autograd.Function):
         args = (permute, lengths, values, weights, permuted_lengths_sum)
         out = below_autograd(torch.ops.fbgemm.permute_2D_sparse_data, *args)
         ctx.save_for_backward(permute, lengths)
+        ctx.kernel = _triton.mode()  # the backward may run in the device's autograd thread
         ctx.values_shape = values.shape
         ctx.weights_shape = None if weights is None else weights.shape
         ctx.mark_non_differentiable(out[0])
@@ -339,10 +345,23 @@ class _Permute2DFunction(torch.autograd.Function):
         grad_weights: torch.Tensor | None,
     ) -> tuple[None, None, torch.Tensor | None, torch.Tensor | None, None]:
         permute, lengths = ctx.saved_tensors
+        pairs = ((grad_values, ctx.values_shape), (grad_weights, ctx.weights_shape))
+        given = [g if s is not None and ctx.needs_input_grad[2 + i] else None
+                 for i, (g, s) in enumerate(pairs)]  # fmt: skip
+        sizes = [ctx.values_shape.numel(), permute.numel() * lengths.size(1), lengths.numel()]
+        sizes += [g.numel() for g in given if g is not None]
+        fits = lengths.size(1) > 0 and max(sizes) < 2**31 - 1  # Triton: float32 sums, int32
+        fits = fits and all(g is None or g.dtype in _TRITON_GRAD_DTYPES for g in given)
+        with _triton.kernel_mode(ctx.kernel):
+            fused = _triton.use_triton(PERMUTE_2D_SPARSE_DATA, lengths.device, supported=fits)
+        if fused:
+            from fbgemm_npu.native.fbgemm.permute._triton_permute import permute_grads_triton
+
+            shapes = (ctx.values_shape, ctx.weights_shape)
+            gv, gw = permute_grads_triton(permute, lengths, (given[0], given[1]), shapes)
+            return None, None, gv, gw, None
         grads: list[torch.Tensor | None] = [None, None]
-        for i, (grad, shape) in enumerate(
-            ((grad_values, ctx.values_shape), (grad_weights, ctx.weights_shape))
-        ):
+        for i, (grad, shape) in enumerate(pairs):
             if grad is None or shape is None or not ctx.needs_input_grad[2 + i]:
                 continue
             flat = (shape.numel(),) if i == 0 else shape
