@@ -124,3 +124,22 @@ def test_no_bags_gives_upstreams_zeros() -> None:
         got = _call(to_device((args, kwargs), "npu")[1]).cpu()
         assert got.shape == want.shape
         torch.testing.assert_close(got, want)
+
+
+def test_broken_offsets_without_indices_are_a_queued_error() -> None:
+    """Bags but no index at all: the offsets are still checked (the fuzz found [0, -1] with no
+    index accepted: the early return for an empty batch skipped the checks)."""
+    fbgemm_npu.check()
+    kwargs = _npu()
+    empty = kwargs["indices"][:0]
+    for off in ([0, -1, 0, 0, 0, 0, 0], [0, 0, 0, 2, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0]):
+        offsets = torch.tensor(off, device="npu")
+        out = _call({**kwargs, "indices": empty, "offsets": offsets})
+        assert out.shape == (3, 16)
+        with pytest.raises(RuntimeError, match=rf"{NAME}.*'offsets'"):
+            fbgemm_npu.check()
+    good = _call(
+        {**kwargs, "indices": empty, "offsets": torch.zeros(7, device="npu", dtype=torch.int64)}
+    )
+    fbgemm_npu.check()
+    assert good.abs().sum().item() == 0

@@ -122,6 +122,13 @@ def _metadata(
     )
 
 
+def _offsets_checks(checks: DataChecks, off: torch.Tensor, N: int) -> None:
+    """Queue: the bags' offsets never decrease, start at 0 or more, end at ``N`` or less."""
+    checks.require(non_decreasing(off), "argument 'offsets' must be non-decreasing")
+    checks.add(off[0], 0, None, "argument 'offsets' must start at 0 or more")
+    checks.add(off[-1], None, N, f"argument 'offsets' must end at {N} (indices) or less")
+
+
 def _to_output(out: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """float32 -> the output dtype; bfloat16 as upstream rounds it (half away from zero: add
     ``2**15`` to the bit pattern, keep the top 16 bits by an int32 floor_divide; no shifts)."""
@@ -197,10 +204,13 @@ def int_nbit_split_embedding_codegen_lookup_function_npu(
     B = max((offsets.numel() - 1) // T, 0)
     N = indices.numel()
     width = plan.total_D + (4 if out_dtype == torch.uint8 else 0)
-    if B == 0 or N == 0:  # upstream's zeros (NONE: one row per index)
-        return torch.zeros((N if nobag else B), width, dtype=out_dtype, device=dev)
     off = offsets[: T * B + 1]
     checks = DataChecks(op)
+    if B == 0 or N == 0:  # upstream's zeros (NONE: one row per index)
+        if B > 0 and validation_enabled():  # no index, yet the bags' offsets must be right
+            _offsets_checks(checks, off, N)
+            checks.assert_on_device()
+        return torch.zeros((N if nobag else B), width, dtype=out_dtype, device=dev)
     # slot s of each index position: 0 before offsets[0], t B + b + 1 in bag (t, b), T B + 1 past
     marks = torch.index_add(filled_i32(N + 1, 0, dev), 0, off.clamp(0, N),
                             filled_i32(T * B + 1, 1, dev))  # fmt: skip
@@ -210,9 +220,7 @@ def int_nbit_split_embedding_codegen_lookup_function_npu(
     info = plan.ftab.index_select(0, f)
     idx = indices
     if validation_enabled():
-        checks.require(non_decreasing(off), "argument 'offsets' must be non-decreasing")
-        checks.add(off[0], 0, None, "argument 'offsets' must start at 0 or more")
-        checks.add(off[-1], None, N, f"argument 'offsets' must end at {N} (indices) or less")
+        _offsets_checks(checks, off, N)
         ok = torch.logical_and(idx >= info[:, LO], idx < info[:, HI]).all()
         checks.require(ok, "argument 'indices' must hold -1 or a row of its feature's table")
         checks.assert_on_device()
