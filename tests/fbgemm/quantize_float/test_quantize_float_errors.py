@@ -279,3 +279,72 @@ def test_valid_edge_arguments_are_accepted() -> None:
     for args in ((1, 0, 0.0), (7, 126, 2.0**100), (4, 123, 2.0**-126)):
         got = F.FloatToHFP8Quantized(x.to(NPU), *args).cpu()
         assert torch.equal(got, F.FloatToHFP8Quantized(x, *args))
+
+
+HUGE = [  # a stride-0 input of 2**40 rows: every check passes, the output cannot be allocated
+    ("FloatToBfloat16Quantized", "'input'", lambda x, q: F.FloatToBfloat16Quantized(x)),
+    ("Bfloat16QuantizedToFloat", "'input'", lambda x, q: F.Bfloat16QuantizedToFloat(x[:, 8:])),
+    ("FloatToHFP8Quantized", "'input'", lambda x, q: F.FloatToHFP8Quantized(x, 4, 15, 1.875)),
+    ("HFP8QuantizedToFloat", "'input'", lambda x, q: F.HFP8QuantizedToFloat(q, 4, 15)),
+    ("FloatToFP8RowwiseQuantized", "'t'", lambda x, q: F.FloatToFP8RowwiseQuantized(x, True)),
+    ("FP8RowwiseQuantizedToFloat", "'input'", lambda x, q: F.FP8RowwiseQuantizedToFloat(q, True)),
+    (
+        "FloatToPaddedFP8RowwiseQuantized",
+        "'t'",
+        lambda x, q: F.FloatToPaddedFP8RowwiseQuantized(x, True, 4),
+    ),
+]
+
+
+@pytest.mark.parametrize(("op", "arg", "call"), HUGE, ids=[h[0] for h in HUGE])
+def test_outputs_that_cannot_be_allocated_are_named(op: str, arg: str, call) -> None:  # noqa: ANN001
+    """The allocator's words named neither the op nor the argument (the fuzz suite's finding)."""
+    if op == "Bfloat16QuantizedToFloat":  # a bfloat16 one: columns 8: of [1, 16]
+        x = torch.ones(1, 16, dtype=torch.bfloat16, device=NPU).expand(2**40, 16)
+    else:
+        x = torch.ones(1, 8, device=NPU).expand(2**40, 8)
+    q = torch.ones(1, 16, dtype=torch.uint8, device=NPU).expand(2**40, 16)
+    with pytest.raises(RuntimeError, match=f"{op}: the output of {arg}.* cannot be allocated"):
+        call(x, q)
+
+
+def test_padded_output_last_dim_past_the_codes_is_refused_before_allocating() -> None:
+    """``output_last_dim`` of 2**40: refused on the host (no row keeps more than its codes),
+    where the queued check used to fire only after the buffer's allocation failed."""
+    q = padded.float_to_padded_fp8_rowwise_npu(torch.randn(3, 9, device=NPU), True, 4)
+    for cols in (13, 2**40):
+        with pytest.raises(ValueError, match="PaddedFP8RowwiseQuantizedToFloat.*output_last_dim"):
+            F.PaddedFP8RowwiseQuantizedToFloat(q, True, 4, cols, 0)
+    rows = torch.ones(1, 0, dtype=torch.uint8, device=NPU).expand(2**40, 0)
+    with pytest.raises(RuntimeError, match="'output_last_dim' cannot be allocated"):
+        F.PaddedFP8RowwiseQuantizedToFloat(rows, True, 4, 2**20, 0)
+
+
+def test_dequantize_one_row_at_any_offset_and_transposed_rows() -> None:
+    """One row of one bucket is a contiguous slice at any storage offset (the scale's float32
+    view refused it); transposed rows reached a ``view(-1)`` of the values (refused): both were
+    fuzz findings, both equal the references now."""
+    from conformance.specs.fbgemm.quantize_float.reference import (
+        fp8_rowwise_dequantize,
+        fp8_rowwise_quantize,
+        padded_fp8_rowwise_dequantize,
+        padded_fp8_rowwise_quantize,
+    )
+
+    x = torch.randn(3)
+    for q, dq, ref in (
+        (fp8_rowwise_quantize(x, True), F.FP8RowwiseQuantizedToFloat, fp8_rowwise_dequantize),
+        (
+            padded_fp8_rowwise_quantize(x, True, 4),
+            lambda t, f: F.PaddedFP8RowwiseQuantizedToFloat(t, f, 4),
+            lambda t, f: padded_fp8_rowwise_dequantize(t, f, 4),
+        ),
+    ):
+        buf = torch.zeros(q.numel() + 3, dtype=torch.uint8)
+        buf[3:] = q
+        got = dq(buf.to(NPU)[3:], True)  # storage offset 3 on the device
+        assert torch.equal(got.cpu(), ref(q, True))
+    q = padded_fp8_rowwise_quantize(torch.randn(3, 9), True, 4)
+    qt = q.t().contiguous().t()
+    got = F.PaddedFP8RowwiseQuantizedToFloat(qt.to(NPU), True, 4)
+    assert torch.equal(got.cpu(), padded_fp8_rowwise_dequantize(q, True, 4))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from fbgemm_npu.native._checks import guard_tensor_arguments
 from fbgemm_npu.native.family import merge_kernels
 from fbgemm_npu.native.fbgemm.quantize_float import (
+    _alloc,
     bfloat16,
     fp8_rowwise,
     hfp8,
@@ -15,10 +16,17 @@ from fbgemm_npu.native.fbgemm.quantize_float import (
 )
 from fbgemm_npu.native.fbgemm.quantize_float.budgets import BUDGETS
 
-# every kernel checks its tensor arguments first (None, objects): native/_checks.py
+# every kernel checks its tensor arguments first (None, objects): native/_checks.py; an
+# output too large for the memory is refused by name (_alloc.py)
 KERNELS = guard_tensor_arguments(
-    merge_kernels(
-        bfloat16.KERNELS, hfp8.KERNELS, fp8_rowwise.KERNELS, padded.KERNELS, padded_dequant.KERNELS
+    _alloc.name_allocations(
+        merge_kernels(
+            bfloat16.KERNELS,
+            hfp8.KERNELS,
+            fp8_rowwise.KERNELS,
+            padded.KERNELS,
+            padded_dequant.KERNELS,
+        )
     )
 )
 SCHEMAS: dict[str, str] = {}

@@ -104,7 +104,10 @@ def fp8_rowwise_to_float_npu(
     if x.numel() == 0 or cols == 0:
         return torch.zeros((*x.shape[:-1], cols), dtype=dtype, device=x.device)
     ebits, bias, _ = fp8_format(forward)
-    scale = x[..., cols : cols + 4].contiguous().view(torch.float32)
+    # a fresh copy (clone, not contiguous: a 1-D row's slice is contiguous at any storage
+    # offset, which a float32 view refuses)
+    scale = x[..., cols : cols + 4].clone(memory_format=torch.contiguous_format)
+    scale = scale.view(torch.float32)
     values = _hfp8.decode(x[..., :cols], ebits, bias).div_(scale)
     return values if dtype == torch.float32 else values.to(dtype)
 

@@ -97,14 +97,23 @@ def padded_fp8_rowwise_to_float_npu(
     if nrows == 0 or nb == 0:
         cols = output_last_dim if output_last_dim >= 0 else ncols - 8 * nb
         return torch.zeros((*lead, cols), dtype=dtype, device=x.device)
-    scale = rows[..., row_dim : row_dim + 4].contiguous().view(torch.float32)  # [R, nb, 1]
-    tags = rows[..., row_dim + 4 :].contiguous().view(torch.int32)  # [R, nb, 1]
+    # fresh copies (clone, not contiguous: one row of one bucket is a contiguous slice at any
+    # storage offset, which a float32 view refuses), read as float32 / int32
+    scale = rows[..., row_dim : row_dim + 4].clone(memory_format=torch.contiguous_format)
+    scale = scale.view(torch.float32)  # [R, nb, 1]
+    tags = rows[..., row_dim + 4 :].clone(memory_format=torch.contiguous_format)
+    tags = tags.view(torch.int32)  # [R, nb, 1]
     checks = DataChecks(op)
     validating = validation_enabled()
     if validating:
         checks.add(tags.amax(), None, row_dim, f"argument 'input' must hold tags <= {row_dim}")
     if output_last_dim >= 0:
         cols = output_last_dim
+        if cols > nb * row_dim:  # no row keeps more than its codes: refused before allocating
+            raise ValueError(
+                f"{op}: argument 'output_last_dim' must be at most the {nb * row_dim} codes a "
+                f"row of 'input' holds, got {cols}"
+            )
     else:  # the one sync: the first row's tags, with the tag check
         first = checks.read_with(list(tags[0].view(-1).unbind()))
         checks = DataChecks(op)
@@ -124,7 +133,8 @@ def padded_fp8_rowwise_to_float_npu(
     base = arange_cached(nrows, x.device, torch.int32).mul(cols).unsqueeze(1)
     slot = torch.where(ok, place.add(base), nrows * cols).to(torch.int64)  # the spare: R cols
     buf = torch.zeros(nrows * cols + 1, dtype=torch.float32, device=x.device)
-    buf.index_copy_(0, slot.view(-1), values.view(-1))
+    # reshape: the values keep a transposed input's strides (a copy then; none if contiguous)
+    buf.index_copy_(0, slot.view(-1), values.reshape(-1))
     out = buf[: nrows * cols].view(*lead, cols)
     return out if dtype == torch.float32 else out.to(dtype)
 
