@@ -294,4 +294,12 @@ def test_vbe_state_and_preallocated_output() -> None:
     with kernel_mode("tensor"):
         ref, _ = tbe_forward(*args, vbe_args(lay.dims, per_rank), for_backward=False)
     close(pre[: ref.numel()], ref, 1e-6)
+    # hostile metadata (decreasing rank offsets, outputs past the buffer): no access outside
+    # the buffers, nothing written outside the output
+    bad = vbe_args(lay.dims, per_rank, torch.full((8,), 7.0, device="npu"))
+    bad.B_offsets_rank_per_feature[1:, 1] = -5
+    bad.output_offsets_feature_rank.mul_(-3).add_(2)
+    with kernel_mode("triton"):
+        out, _ = tbe_forward(*args, bad, for_backward=True)
+    assert out.shape == (8,) and torch.isfinite(out.cpu()).all()
     fbgemm_npu.check()

@@ -100,7 +100,7 @@ def _bag_item(weights, indices, offsets, psw, out, feat, k, B, L, total_D, row_s
     if VBE:  # block (t, r): the output from output_offsets_feature_rank[r * T + t]
         bid, s_blk = _vbe_block(k, vbe_b, vbe_r, R1, n_blocks, n_iter_v)
         t = (bid + 1) // R1
-        r = bid - t * R1
+        r = tl.maximum(tl.minimum(bid - t * R1, R1 - 2), 0)  # bad metadata: still an entry
     else:
         t = k // B
     w_off = tl.load(feat + t * 4)
