@@ -50,6 +50,8 @@ LABELS = {  # label -> (specs, module kwargs, weighted)
     "sequence_backward": ([(30, 8)], {"pooling_mode": NONE}, False),
     "clipped_backward": ([(30, 8)], {"gradient_clipping": True, "max_gradient": 0.1}, True),
     "two_class_backward": ([(30, 4), (30, 8)], {}, False),
+    # the tensor program's forward (monkeypatched below): its index matrices stacked first
+    "tensor_forward_two_class_backward": ([(30, 4), (30, 8)], {}, False),
 }
 
 
@@ -82,8 +84,13 @@ def _budget_case(opt: O, label: str) -> counters.Counter:
 def test_rowwise_adagrad_triton_budget(label: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # the backward has no data checks; Budget.triton_checks is the forward's: count checks off
     monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "0")
+    if label.startswith("tensor_forward"):
+        from fbgemm_npu.native.fbgemm.tbe import forward
+
+        monkeypatch.setattr(forward, "_triton_supported", lambda *a, **k: False)
     c = _budget_case(RWA, label)
-    assert c.launch_ops.count(KERNEL) == (2 if label == "two_class_backward" else 1)
+    assert c.launch_ops.count(KERNEL) == 1
+    assert ("aten.stack.default" in c.launch_ops) == label.startswith("tensor_forward")
 
 
 @pytest.mark.parametrize("opt", [o for o in LOOKUPS if o != RWA], ids=lambda o: LOOKUPS[o])

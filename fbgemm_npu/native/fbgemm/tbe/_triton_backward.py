@@ -18,23 +18,36 @@ sum of its ``g_i`` and is updated ONCE, as upstream's exact optimizers do:
 * LARS-SGD: ``lr' = lr eta ||w|| / (||g|| + wd ||w||)``, ``m = mom m + lr' (g + wd w)``,
   ``w -= m``.
 
-Design (the issue's option (b), deterministic, no atomics): the tensor program's stable sort of
-the de-duplication keys (row 1 of the class's index matrix: weights row + 1, 0 for indices of
-other classes; ``backward.sort_keys``: a float32 cast and a sort below ``2**24`` rows) stays,
-and ONE kernel does the rest: program ``p`` walks sorted positions ``j = p, p + P, ...``; a
-position whose key differs from its predecessor's (and is not 0) starts a run: the program
-sums the run's gradient rows in sorted -- that is index -- order (a ``while`` over the equal
-keys that follow, reading each index's ``grad_output`` row through the index matrix, scaling
-and clipping it in registers), then reads the row and its optimizer states, updates them in
-fp32 and writes them back rounded to their dtypes (fp32 / fp16 / bf16 each).  Each touched row
-is written by exactly one program, so there are no races and no atomics; the sums are the
-tensor program's, in its order.
+Design (the issue's option (b), deterministic, no atomics), for every table class at once:
 
-Grid: ``min(L, 65535)`` programs (1-D), each looping over its positions; tiles ``[BLOCK_D]``
-fp32 (``BLOCK_D`` = next power of two >= D, at most 2048: a few 8 KB tiles live per program).
-Index math: positions int32, table rows int64 as the index matrix holds them (pointer offsets
-``row * D`` can pass 2**31).  Launches per class: the key cast, the sort (:func:`sort_keys`:
-2; past ``2**24`` rows its radix passes) and this kernel: 3.
+1. ``_combined_keys`` (1 launch): each index's key over all classes, ``base_c + key_c`` where
+   ``key_c`` (row 1 of class ``c``'s index matrix: weights row + 1, 0 for non-members) is not
+   0, else 0 (indices past ``offsets[-1]``); ``base_c`` the sum of the earlier classes' key
+   bounds, so a key names one (class, row);
+2. its stable sort (:func:`.backward.sort_keys`: one float32 sort while the keys stay below
+   ``2**24``, exact; past it the key is int64 and sorted by two 24-bit float digits);
+3. ``_tbe_backward_step`` (1 launch): program ``p`` walks sorted positions ``j = p, p + P,
+   ...``; a position whose key differs from its predecessor's (and is not 0) starts a run: the
+   program finds the key's class (the last ``base_c`` below it), sums the run's gradient rows
+   in sorted -- that is index -- order (a ``while`` over the equal keys that follow, reading each
+   index's ``grad_output`` row through the class's index matrix, scaling and clipping it in
+   registers), then reads the row and its optimizer states, updates them in fp32 and writes
+   them back rounded to their dtypes (fp32 / fp16 / bf16 each).  Each touched row is written by
+   exactly one program: no races, no atomics; the sums are the tensor program's, in its order.
+
+The classes' index matrices are read as one ``[C, m, L]`` buffer: the fused forward writes them
+so (a view); the tensor program's separate matrices are stacked first (one launch more with two
+classes or more).  Per-class parameters (key base, D, residues, member count, first output
+column of each member) sit in a small device table built once per layout (cached in the plan).
+
+Grid: ``min(L, 65535)`` programs (1-D), each looping over its positions (the key kernel: blocks
+of 1024 indices, looped likewise); tiles ``[BLOCK_D]`` fp32 (``BLOCK_D`` = next power of two >=
+the widest D, at most 2048: a few 8 KB tiles live per program).  Index math: positions int32,
+table rows int64 as the index matrices hold them (pointer offsets ``row * D`` can pass 2**31).
+Launches per call, whatever the number of classes: 3 (key, sort, step); + 1 (the stack) for
+two or more classes of the tensor program's forward; keys past ``2**24``: the radix sort's 9 in
+place of the sort's 1.  A row hit ``k`` times is summed by one program in ``k`` steps (upstream's
+CUDA kernel splits long runs; a hot row is a serial tail here).
 """
 
 from __future__ import annotations
@@ -47,8 +60,9 @@ import triton
 import triton.language as tl
 
 from fbgemm_npu.native._triton import launch
+from fbgemm_npu.native._upload import upload
 
-__all__ = ["OPT_CODES", "MAX_D", "step_class_triton"]
+__all__ = ["MAX_D", "OPT_CODES", "step_triton"]
 
 # optimizer -> the kernel's OPT code (constexpr)
 OPT_CODES = {
@@ -63,19 +77,21 @@ OPT_CODES = {
 }
 MAX_D = 2048
 _MAX_PROGRAMS = 65535
+_KEY_BLOCK = 1024
 
 
 @triton.jit
 def _grad_row(
-    go, go_s0, go_s1, mat, L, i, cols, Tc, D, d, dm, bag, offsets, iw, max_grad,
+    go, go_s0, go_s1, mat, L, i, col0, Tc, d, dm, bag, offsets, iw, max_grad,
     POOLED: tl.constexpr, MEAN: tl.constexpr, WEIGHTED: tl.constexpr, CLIP: tl.constexpr,
 ):  # fmt: skip
-    """Index ``i``'s scaled, clipped gradient row ``[BLOCK_D]`` (fp32)."""
+    """Index ``i``'s scaled, clipped gradient row ``[BLOCK_D]`` (fp32); ``mat``: its class's
+    index matrix, ``col0``: the class's members' first output columns."""
     if POOLED:
         # row 2 of the index matrix: b * T_c + j (sample b, member j of the class)
         r = tl.load(mat + 2 * L + i)
         b = r // Tc
-        col = tl.load(cols + (r - b * Tc) * D)  # the member's first output column
+        col = tl.load(col0 + (r - b * Tc))
         base = b * go_s0 + col * go_s1
     else:  # pooling NONE: grad_output's row i is index i's
         base = i.to(tl.int64) * go_s0
@@ -96,36 +112,60 @@ def _grad_row(
 
 
 @triton.jit
+def _combined_keys(mats, bases, out, L, C, ML, BLOCK: tl.constexpr):
+    """``out[i] = base_c + mats[c, 1, i]`` for the class ``c`` whose key is not 0, else 0."""
+    for q in range(tl.program_id(0), tl.cdiv(L, BLOCK), tl.num_programs(0)):
+        offs = q * BLOCK + tl.arange(0, BLOCK)
+        m = offs < L
+        acc = tl.zeros([BLOCK], tl.int64)
+        for c in range(C):
+            k = tl.load(mats + c * ML + L + offs, mask=m, other=0)
+            acc = tl.where(k != 0, k + tl.load(bases + c * 8), acc)
+        tl.store(out + offs, acc.to(out.dtype.element_ty), mask=m)
+
+
+@triton.jit
 def _tbe_backward_step(
-    mat, perm, L, go, go_s0, go_s1, cols, Tc, bag, offsets, iw, max_grad,
-    w, w_res, s0, s0_res, s1, s1_res, D,
-    lr, eps, wd, b1, b2, k_bias, eps_c2, max_norm, eta, mom,
+    mats, keys, perm, L, C, ML, tab, col0s, go, go_s0, go_s1, bag, offsets, iw, max_grad,
+    w, s0, s1, lr, eps, wd, b1, b2, k_bias, eps_c2, max_norm, eta, mom,
     OPT: tl.constexpr, WD_MODE: tl.constexpr, POOLED: tl.constexpr, MEAN: tl.constexpr,
     WEIGHTED: tl.constexpr, CLIP: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
+    """``keys``: the combined keys sorted, ``perm`` the sort's permutation; ``tab [C, 8]``
+    int64 per class: key base, D, weights residue, state residues, member count, offset of its
+    first columns in ``col0s``."""
     d = tl.arange(0, BLOCK_D)
-    dm = d < D
-    for j0 in range(pid, L, nprog):
-        i0 = tl.load(perm + j0)
-        key = tl.load(mat + L + i0)
-        prev_i = tl.load(perm + j0 - 1, mask=j0 > 0, other=0)
-        prev_key = tl.load(mat + L + prev_i, mask=j0 > 0, other=-1)
+    for j0 in range(tl.program_id(0), L, tl.num_programs(0)):
+        key = tl.load(keys + j0)
+        prev_key = tl.load(keys + j0 - 1, mask=j0 > 0, other=-1)
         if (key != 0) & (key != prev_key):
+            c = j0 * 0  # the key's class: the last whose base is below the key
+            kk = key.to(tl.int64)
+            for cc in range(1, C):
+                if tl.load(tab + cc * 8) < kk:
+                    c = cc
+            row = tab + c * 8
+            D = tl.load(row + 1)
+            dm = d < D
+            mat = mats + c * ML
+            col0 = col0s + tl.load(row + 6)
+            Tc = tl.load(row + 5)
             # the run of key: sorted positions j0, j0 + 1, ... while the key repeats
             acc = tl.zeros([BLOCK_D], tl.float32)
+            i0 = tl.load(perm + j0)
+            i = i0
             j = j0
             kj = key
-            i = i0
             while kj == key:
-                acc += _grad_row(go, go_s0, go_s1, mat, L, i, cols, Tc, D, d, dm, bag, offsets,
-                                 iw, max_grad, POOLED, MEAN, WEIGHTED, CLIP)  # fmt: skip
+                acc += _grad_row(go, go_s0, go_s1, mat, L, i, col0, Tc, d, dm, bag, offsets, iw,
+                                 max_grad, POOLED, MEAN, WEIGHTED, CLIP)  # fmt: skip
                 j += 1
                 i = tl.load(perm + j, mask=j < L, other=0)
-                kj = tl.load(mat + L + i, mask=j < L, other=-1)
+                kj = tl.load(keys + j, mask=j < L, other=-1)
             g = acc
-            w_off = w_res + tl.load(mat + i0) * D
+            s0_res = tl.load(row + 3)
+            s1_res = tl.load(row + 4)
+            w_off = tl.load(row + 2) + tl.load(mat + i0) * D
             wv = tl.load(w + w_off + d, mask=dm, other=0.0).to(tl.float32)
             if OPT == 0:
                 wn = wv - lr * g
@@ -189,26 +229,66 @@ def _tbe_backward_step(
             tl.store(w + w_off + d, wn.to(w.dtype.element_ty), mask=dm)
 
 
-def step_class_triton(
-    call: Any, cls: Any, mat: torch.Tensor, state: Any, grad_output: torch.Tensor
-) -> None:
-    """One table class's backward and optimizer step in place (module docstring): the key
-    sort, then one kernel.  ``call``: the :class:`.call.LookupCall` (its ``supported`` test is
-    :func:`.backward.triton_backward_supported`)."""
-    from fbgemm_npu.native.fbgemm.tbe.backward import sort_keys
+def _class_table(plan: Any, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(tab [C, 8] int64, col0s, total key bound)`` of ``plan`` (see the step kernel), built
+    from host values on the layout's first backward and cached in the plan (1 upload each)."""
+    key = ("triton_backward", device)
+    hit = plan.vbe_cache.get(key)
+    if hit is not None:
+        return hit
+    rows, col0s, base = [], [], 0
+    for cls in plan.classes:
+        res = [*cls.state_residues, 0, 0]
+        rows.append([base, cls.D, cls.w_residue, res[0], res[1], cls.n_members, len(col0s), 0])
+        col0s.extend(plan.D_offsets[t] for t in cls.members)
+        base += cls.key_bound
+    out = (upload(rows, torch.int64, device), upload(col0s, torch.int64, device), base)
+    plan.vbe_cache[key] = out
+    return out
+
+
+def _stacked(mats: list[torch.Tensor]) -> torch.Tensor:
+    """The classes' index matrices as one ``[C, m, L]`` tensor: a view where they are slices
+    of one buffer in class order (the fused forward's), else a stack (1 launch)."""
+    first = mats[0]
+    if len(mats) == 1:
+        return first.contiguous()[None]
+    m, L = first.shape
+    same = all(
+        x.is_contiguous()
+        and x.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+        and x.storage_offset() == first.storage_offset() + c * m * L
+        for c, x in enumerate(mats)
+    )
+    if same and first.is_contiguous():
+        return first.as_strided((len(mats), m, L), (m * L, L, 1), first.storage_offset())
+    return torch.stack(mats)
+
+
+def step_triton(call: Any, plan: Any, state: Any, grad_output: torch.Tensor) -> None:
+    """The backward and optimizer step of every class in place (module docstring): the
+    combined keys, their sort, the step kernel.  ``call``: the :class:`.call.LookupCall`
+    (:func:`.backward.triton_backward` decided the call is supported)."""
+    from fbgemm_npu.native.fbgemm.tbe.backward import F32_EXACT, sort_keys
     from fbgemm_npu.native.fbgemm.tbe.forward import POOLING_MEAN, POOLING_NONE
 
-    L = mat.size(1)
+    mats = _stacked(state.mats)
+    C, m, L = mats.shape
     if L == 0:
         return
-    mat = mat.contiguous()
-    perm = sort_keys(mat[1], cls.key_bound)[1]
+    dev = mats.device
+    tab, col0s, bound = _class_table(plan, dev)
+    keys = torch.empty(L, dtype=torch.float32 if bound <= F32_EXACT else torch.int64, device=dev)
+    grid = (min(triton.cdiv(L, _KEY_BLOCK), _MAX_PROGRAMS),)
+    launch("tbe_backward_keys", _combined_keys, grid, mats, tab, keys, L, C, m * L,
+           BLOCK=_KEY_BLOCK)  # fmt: skip
+    keys, perm = sort_keys(keys, bound)
     a = call.step
     hp = a.get
     wd = hp("weight_decay")
-    mode = int(hp("weight_decay_mode"))
     wd_mode = 0
     if call.optimizer == "rowwise_adagrad" and wd != 0.0:
+        mode = int(hp("weight_decay_mode"))
         wd_mode = 1 if mode == 1 else (2 if mode in (2, 5) else 0)
     b1, b2, eps = hp("beta1"), hp("beta2"), hp("eps")
     k_bias, eps_c2 = 1.0, eps
@@ -218,19 +298,17 @@ def step_class_triton(
     states = [buf for buf, _ in call.states]
     s0 = states[0] if states else call.weights
     s1 = states[1] if len(states) > 1 else s0
-    res = list(cls.state_residues) + [0, 0]
     pooled = call.pooling_mode != POOLING_NONE
     go = grad_output
     offsets = call.offsets.contiguous()
     iw = call.indice_weights.contiguous() if call.indice_weights is not None else perm
-    block_d = triton.next_power_of_2(max(cls.D, 1))
+    block_d = triton.next_power_of_2(max(max(cls.D for cls in plan.classes), 1))
     launch(
         "tbe_backward_step",
         _tbe_backward_step,
         (min(L, _MAX_PROGRAMS),),
-        mat, perm, L, go, go.stride(0), go.stride(1), cls.cols, cls.n_members, state.bag,
-        offsets, iw, float(call.max_gradient),
-        call.weights, cls.w_residue, s0, res[0], s1, res[1], cls.D,
+        mats, keys, perm, L, C, m * L, tab, col0s, go, go.stride(0), go.stride(1), state.bag,
+        offsets, iw, float(call.max_gradient), call.weights, s0, s1,
         float(a.lr), eps, wd, b1, b2, k_bias, eps_c2, hp("max_norm"), hp("eta"), hp("momentum"),
         OPT=OPT_CODES[call.optimizer], WD_MODE=wd_mode, POOLED=pooled,
         MEAN=pooled and call.pooling_mode == POOLING_MEAN,

@@ -295,12 +295,13 @@ TRITON_MAX_D = 2048
 def triton_backward(
     call: Any, plan: TbePlan, state: ForwardState, grad_output: torch.Tensor, need_iw: bool
 ) -> bool:
-    """Run the backward and optimizer step as the fused Triton kernel of
-    :mod:`._triton_backward` (the key sort and one kernel per class) where the kernel mode and
-    the call allow it; ``False``: the caller runs the tensor program.  Not supported (the tensor
-    program serves them): other optimizers, Adam's rowwise bias correction, global weight decay,
-    VBE, a device learning rate, traced calls, per-sample-weight gradients (``need_iw`` with
-    per-sample weights), D above ``TRITON_MAX_D``.  ``call``: the :class:`.call.LookupCall`."""
+    """Run the backward and optimizer step as the fused Triton kernels of
+    :mod:`._triton_backward` (the keys, their sort, one step kernel for every class) where the
+    kernel mode and the call allow it; ``False``: the caller runs the tensor program.  Not
+    supported (the tensor program serves them): other optimizers, Adam's rowwise bias
+    correction, global weight decay, VBE, a device learning rate, traced calls,
+    per-sample-weight gradients (``need_iw`` with per-sample weights), D above
+    ``TRITON_MAX_D``.  ``call``: the :class:`.call.LookupCall`."""
     from fbgemm_npu.native._triton import use_triton
     from fbgemm_npu.native.fbgemm.tbe.optimizers import OPTIMIZERS
 
@@ -315,13 +316,12 @@ def triton_backward(
         and not (need_iw and call.indice_weights is not None)
         and grad_output.dim() == 2
         and grad_output.dtype in (torch.float32, torch.float16, torch.bfloat16)
-        and len(state.mats) == len(plan.classes)
+        and len(state.mats) == len(plan.classes) > 0
         and all(cls.D <= TRITON_MAX_D for cls in plan.classes)
     )
     if not use_triton(call.op, grad_output.device, supported=ok):
         return False
-    from fbgemm_npu.native.fbgemm.tbe._triton_backward import step_class_triton
+    from fbgemm_npu.native.fbgemm.tbe._triton_backward import step_triton
 
-    for cls, mat in zip(plan.classes, state.mats, strict=True):
-        step_class_triton(call, cls, mat, state, grad_output)
+    step_triton(call, plan, state, grad_output)
     return True

@@ -83,19 +83,21 @@ _TRITON_FORWARD = {"call": 1, "sequence": 1, "vbe": 1}
 _TRITON_CHECKS = 1
 # The fused Triton backward (_triton_backward.py) of the optimizers it runs (SGD, AdaGrad,
 # rowwise AdaGrad, Adam, partial rowwise Adam, LAMB, partial rowwise LAMB, LARS-SGD), per call
-# with one table class: the de-duplication key's float32 cast and stable sort, then one kernel
-# that sums each touched row's gradient (clipping, per-sample weights, 1 / length in it) and
-# updates the row and its states once: 3; each further class 3 more (two_class_backward).  The
-# backward has no data checks (triton_checks is the forward's: measured with the checks off).
-# VBE, global weight decay, Adam's rowwise bias correction, a device learning rate and
-# per-sample-weight gradients run the tensor program.
+# whatever the number of table classes: each index's de-duplication key over all classes (a
+# kernel), its stable float32 sort, then one kernel that sums each touched row's gradient
+# (clipping, per-sample weights, 1 / length in it) and updates the row and its states once: 3.
+# After the tensor program's forward (separate index matrices) two classes or more stack them
+# first: 4.  The backward has no data checks (triton_checks is the forward's: measured with the
+# checks off).  VBE, global weight decay, Adam's rowwise bias correction, a device learning rate
+# and per-sample-weight gradients run the tensor program.
 _TRITON_BACKWARD = {
     "backward": 3,
     "weighted_backward": 3,
     "mean_backward": 3,
     "sequence_backward": 3,
     "clipped_backward": 3,
-    "two_class_backward": 6,
+    "two_class_backward": 3,
+    "tensor_forward_two_class_backward": 4,
 }
 
 
