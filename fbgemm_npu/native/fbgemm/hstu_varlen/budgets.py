@@ -31,16 +31,23 @@ _NOTE = (
 )
 
 BUDGETS: dict[str, Budget] = {
+    # Triton path (hstu/_triton_attention.py, kernel mode triton, checks off, any dtype / tile
+    # count): the setup without the tile layout + the fused kernels (fwd 1, bwd 2);
+    # tests/triton/test_triton_hstu_budgets.py
     # int64 metadata: setup 34 (causal) .. 54 (contexts + targets + rab + seqused), 2 more
     # when the last tile is shorter; per tile 7 (causal) .. 12; int32 metadata 2-4 fewer;
     # paged 69 (+ 2) + 11
     "fbgemm::hstu_varlen_fwd_80": Budget(
         launches=12, setup=56, checks=32, ai_cpu=0, per="tile", note=_NOTE,
         paths={"paged": 11}, path_setup={"paged": 71}, path_checks={"paged": 52},
+        triton={"call": 31, "context_targets_rab": 51, "local_rab": 38, "func_rab": 48,
+                "seqused": 31, "paged": 66},  # fmt: skip
     ),
     # setup 50 .. 72 (contexts + targets + rab + seqused, has_drab), 2 more when the last tile
     # is shorter; per tile 15 (causal) .. 22
     "fbgemm::hstu_varlen_bwd_80": Budget(
         launches=22, setup=74, checks=32, ai_cpu=0, per="tile", note=_NOTE,
+        triton={"call": 40, "context_targets_rab": 59, "local_rab": 46, "func_rab": 56,
+                "seqused": 40},  # fmt: skip
     ),
 }

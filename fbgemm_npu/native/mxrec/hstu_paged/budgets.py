@@ -25,11 +25,15 @@ _NOTE = (
 )
 
 BUDGETS: dict[str, Budget] = {
+    # Triton path (hstu/_triton_attention.py, kernel mode triton, checks off, any dtype / tile
+    # count): the setup without the tile layout + the fused kernels (fwd 1, bwd 2);
+    # tests/triton/test_triton_hstu_budgets.py
     # float16, bias + alpha, unsized (the read: 3 more), 1 tile: 52 = 43 + 9; each further tile
     # 7-9 (custom mask + bias 9); targets: 78 = 66 + 12, each further tile 7-12 (bias 12)
     "mxrec::hstu_paged": Budget(
         launches=10, setup=43, checks=20, ai_cpu=0, syncs_unsized=1, per="tile",
         paths={"targets": 12}, path_setup={"targets": 66}, path_checks={"targets": 27},
         note=_NOTE,
+        triton={"call": 38, "unmasked": 36, "targets": 60, "targets_unmasked": 49},
     ),
 }

@@ -25,6 +25,9 @@ _NOTE = (
 )
 
 BUDGETS: dict[str, Budget] = {
+    # Triton path (hstu/_triton_attention.py, kernel mode triton, checks off, any dtype / tile
+    # count): the setup without the tile layout + the fused kernels (fwd 1, bwd 2);
+    # tests/triton/test_triton_hstu_budgets.py
     # float16 with rab and alpha, int64 offsets and counts (their casts), checks off: setup 37 +
     # 10 a tile (a window with a left edge: its interval tests lo and hi), causal 36 + 8, none /
     # mask_type 2 / 3 fewer, float32 fewer; context_targets 51 + 12; arbitrary (2 pairs) 36 + 14;
@@ -33,6 +36,7 @@ BUDGETS: dict[str, Budget] = {
         launches=10, setup=39, checks=11, path_checks={"context_targets": 20}, ai_cpu=0,
         per="tile", paths={"context_targets": 12, "arbitrary": 14},
         path_setup={"context_targets": 53, "arbitrary": 38}, note=_NOTE,
+        triton={"call": 33, "sliding": 34, "none": 31, "context_targets": 48, "arbitrary": 33},
     ),
     # the same inputs: setup 51 + 19 a tile (sliding), causal 50 + 17; context_targets 65 + 21;
     # arbitrary (2 pairs) 48 + 23; + 2 for a shorter last tile
@@ -40,5 +44,6 @@ BUDGETS: dict[str, Budget] = {
         launches=19, setup=53, checks=11, path_checks={"context_targets": 20}, ai_cpu=0,
         per="tile", paths={"context_targets": 21, "arbitrary": 23},
         path_setup={"context_targets": 67, "arbitrary": 52}, note=_NOTE,
+        triton={"call": 37, "sliding": 38, "none": 34, "context_targets": 52, "arbitrary": 37},
     ),
 }
