@@ -137,6 +137,28 @@ def test_edge_cases(case: str) -> None:
     _both(bi.docs_example(**EDGES[case]))
 
 
+FULL = [(I32, 3, False), (I32, 1, True), (I64, 5, True), (I64, 8, False), (I32, 6, True)]
+
+
+@pytest.mark.parametrize(("dtype", "p", "total"), FULL, ids=[f"full{i}" for i in range(5)])
+def test_full_range_ids(dtype: torch.dtype, p: int, total: bool) -> None:
+    """Ids over the whole dtype (half of them negative: huge unsigned values) against
+    upstream's unsigned arithmetic, emulated in signed ops here (no unsigned types on a 910B)."""
+    gen = torch.Generator().manual_seed(p)
+    info = torch.iinfo(dtype)
+    lengths = torch.randint(0, 9, (8,), generator=gen, dtype=I32)
+    n = int(lengths.sum())
+    x = torch.randint(info.min, info.max, (n,), generator=gen, dtype=torch.int64).to(dtype)
+    x[:4] = torch.tensor([info.min, info.max, -1, 0], dtype=dtype)
+    top = info.max // (4 * p)
+    blocks = torch.tensor([top, 7, top // 3 + 1, 1], dtype=dtype)
+    kw = {"lengths": lengths, "indices": x, "bucketize_pos": True, "sequence": True}
+    kw |= {"block_sizes": blocks, "my_size": p}
+    if total:
+        kw["total_num_blocks"] = torch.tensor([p, 2 * p, 3 * p, 4 * p], dtype=dtype)
+    _both({k: bi.on_device(v, "npu") for k, v in kw.items()})
+
+
 def test_runs_of_rows_per_program(monkeypatch: pytest.MonkeyPatch) -> None:
     """A grid capped below the rows (as on a large batch): each program walks a run of rows,
     its first start a blocked sum, here across more than one block of lengths."""

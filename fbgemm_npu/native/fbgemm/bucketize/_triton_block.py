@@ -2,7 +2,7 @@
 program takes 19-47.
 
 Math (:mod:`.bucketize`): element ``i`` of row ``r`` (feature ``t``), ``u`` its index read as
-unsigned (``uint32`` / ``uint64``: the kernels compute in Triton's unsigned types, as upstream),
+unsigned (``uint32`` / ``uint64``, as upstream; emulated in signed arithmetic: :func:`_bucket`),
 ``b = block_sizes[t]``, ``G = total_num_blocks[t]`` or ``P = my_size``, ``Lb = G // P``::
 
     u < b G:  bucket u // (b Lb),       new index u % (b Lb)
@@ -80,20 +80,36 @@ def _feature(r, rows_per_feature, batch, b_s, n_rows, n_feat, HAS_VBE: tl.conste
 
 
 @triton.jit
-def _bucket(x, b, graw, p, UT: tl.constexpr):
-    """``(bucket int32 in [0, P), new index as UT)`` of the module docstring's formulas."""
-    u = x.to(UT, bitcast=True)
-    bu = tl.maximum(b, 0).to(UT, bitcast=True)
-    pu = (b * 0 + p).to(UT, bitcast=True)
-    g = tl.maximum(graw, 1).to(UT, bitcast=True)
-    lb = g // pu
-    lb = tl.where(lb == 0, lb + 1, lb)
-    local = bu * lb
-    local = tl.where(local == 0, local + 1, local)
-    inside = u < bu * g
-    bucket = tl.where(inside, u // local, (u % g) // lb)
-    new = tl.where(inside, u % local, u // g)
-    return tl.minimum(bucket, pu - 1).to(tl.int32), new
+def _bucket(x, b, graw, p, top):
+    """``(bucket int32 in [0, P), new index)`` of the module docstring's formulas, in signed
+    arithmetic of ``x``'s dtype (``top`` its max): a 910B's Triton has no unsigned types.
+
+    In range (``0 <= x < b G``) ``x`` is its own unsigned value.  Out of range, ``u divmod G``
+    for ``x < 0`` (``u = v + 2**(BITS-1)``, ``v = x + 2**(BITS-1) >= 0``): with ``2**(BITS-1) =
+    Kh G + Mh``, ``u // G = v // G + Kh + c`` and ``u % G = v % G + Mh - c G``, the carry ``c =
+    (v % G >= G - Mh)``; every step stays in range but the quotient's add for ``G = 1``, which
+    wraps to the bit pattern upstream stores."""
+    neg = x < 0
+    bs = tl.maximum(b, 0)
+    g = tl.maximum(graw, 1)
+    lb = tl.maximum(g // p, 1)
+    local = tl.maximum(bs * lb, 1)
+    inside = (x >= 0) & (x < bs * g)
+    xs = tl.where(inside, x, 0)
+    v = tl.where(neg, x + top + 1, x)
+    q1 = v // g
+    r1 = v % g
+    kh = top // g
+    mh = top % g + 1
+    full = mh == g
+    kh = tl.where(full, kh + 1, kh)
+    mh = tl.where(full, 0, mh)
+    carry = neg & (r1 >= g - mh)
+    qg = q1 + tl.where(neg, kh, 0) + carry.to(x.dtype)
+    rg = tl.where(neg, tl.where(carry, r1 - (g - mh), r1 + mh), r1)
+    bucket = tl.where(inside, xs // local, rg // lb)
+    new = tl.where(inside, xs % local, qg)
+    return tl.minimum(tl.maximum(bucket, 0), p - 1).to(tl.int32), new
 
 
 @triton.jit
@@ -111,8 +127,8 @@ def _row_start(lengths, len_s, r0, n_idx, BLOCK_R: tl.constexpr):
 @triton.jit
 def _count_kernel(
     lengths, len_s, x_ptr, x_s, blocks, blk_s, total, tot_s, batch, b_s, counts, starts, pflags,
-    n_rows, n_idx, n_feat, rows_per_feature, rows_per, p,
-    HAS_TOTAL: tl.constexpr, HAS_VBE: tl.constexpr, UT: tl.constexpr,
+    n_rows, n_idx, n_feat, rows_per_feature, rows_per, p, top,
+    HAS_TOTAL: tl.constexpr, HAS_VBE: tl.constexpr,
     BLOCK_L: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_R: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
@@ -137,7 +153,7 @@ def _count_kernel(
             e = start + k
             m = (k < n) & (e >= 0) & (e < n_idx)
             x = tl.load(x_ptr + e.to(tl.int64) * x_s, mask=m, other=0)
-            bucket, _ = _bucket(x, b, graw, p, UT)
+            bucket, _ = _bucket(x, b, graw, p, top)
             hot = (bucket[:, None] == ids[None, :]) & m[:, None]
             running += tl.sum(hot.to(tl.int32), axis=0)
         out = counts + ids * n_rows + r
@@ -194,10 +210,10 @@ def _scan_kernel(
 def _scatter_kernel(
     lengths, len_s, x_ptr, x_s, blocks, blk_s, total, tot_s, batch, b_s, keep, keep_s,
     starts, offs, new_idx, w, w_s0, w_s1, new_w, pos_out, unb, mapping,
-    n_rows, n_idx, n_feat, rows_per_feature, rows_per, p, cols,
+    n_rows, n_idx, n_feat, rows_per_feature, rows_per, p, top, cols,
     HAS_TOTAL: tl.constexpr, HAS_VBE: tl.constexpr, HAS_KEEP: tl.constexpr,
     KEEP_ALL: tl.constexpr, HAS_W: tl.constexpr, HAS_POS: tl.constexpr, HAS_UNB: tl.constexpr,
-    HAS_MAP: tl.constexpr, UT: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_P: tl.constexpr,
+    HAS_MAP: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_P: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
@@ -218,8 +234,7 @@ def _scatter_kernel(
             e = start + k
             m = (k < n) & (e >= 0) & (e < n_idx)
             x = tl.load(x_ptr + e.to(tl.int64) * x_s, mask=m, other=0)
-            bucket, new = _bucket(x, b, graw, p, UT)
-            new = new.to(x.dtype, bitcast=True)
+            bucket, new = _bucket(x, b, graw, p, top)
             if KEEP_ALL:
                 new = x
             if HAS_KEEP:
@@ -290,7 +305,7 @@ def block_bucketize_triton(
     pflags = torch.empty(grid, dtype=torch.int32, device=dev)
     offs = torch.empty(n * p, dtype=torch.int32, device=dev)
     flag = torch.empty(1, dtype=torch.uint8, device=dev)
-    ut = tl.uint64 if dtype == torch.int64 else tl.uint32
+    top = torch.iinfo(dtype).max
     block_p = max(_pow2(p), 2)
     block_l = max(16, min(128, TILE // block_p))
     rows_per_feature = max(n // max(n_feat, 1), 1)
@@ -299,10 +314,9 @@ def block_bucketize_triton(
     per_feature = (blocks, blocks.stride(0), tot, tot.stride(0), bat, bat.stride(0))
     consts = {"HAS_TOTAL": total is not None, "HAS_VBE": batch is not None}
     args = (lengths, lengths.stride(0), x, x.stride(0), *per_feature, counts, starts, pflags)
-    args += (n, n_idx, n_feat, rows_per_feature, rows_per, p)
-    meta = {"UT": ut, "BLOCK_L": block_l, "BLOCK_P": block_p, "BLOCK_R": BLOCK}
+    args += (n, n_idx, n_feat, rows_per_feature, rows_per, p, top)
+    meta = {"BLOCK_L": block_l, "BLOCK_P": block_p, "BLOCK_R": BLOCK}
     launch("bucketize_count", _count_kernel, (grid,), *args, **consts, **meta)
-    top = torch.iinfo(dtype).max
     args = (counts, offs, pflags, grid, *per_feature, flag, n * p, n, n_feat, p, top)
     launch("bucketize_scan", _scan_kernel, (1,), *args, **consts, BLOCK=BLOCK)
     if validation_enabled():
@@ -336,7 +350,7 @@ def block_bucketize_triton(
     args = (lengths, lengths.stride(0), x, x.stride(0), *per_feature, keep_t, keep_t.stride(0))
     args += (starts, offs, new_idx, wt, wt.stride(0), wt.stride(1) if wt.dim() > 1 else 0)
     args += tuple(new_idx if t is None else t for t in (new_w, new_pos, unb, mapping))
-    args += (n, n_idx, n_feat, rows_per_feature, rows_per, p, cols)
+    args += (n, n_idx, n_feat, rows_per_feature, rows_per, p, top, cols)
     has = {"HAS_KEEP": keep is not None, "KEEP_ALL": keep_all, "HAS_W": weights is not None}
     has |= {"HAS_POS": bucketize_pos, "HAS_UNB": sequence, "HAS_MAP": want_map}
     meta["BLOCK_C"] = min(_pow2(cols), 64)
