@@ -342,4 +342,9 @@ def test_auto_and_unsupported_calls_run_the_tensor_program() -> None:
         F.dense_to_jagged(dense, noffs, nv.size(0))
     assert c.launches > 0 and not [n for n in c.launch_ops if n.startswith("triton.")]
     _same(dense, F.jagged_to_padded_dense(nv.cpu(), [t.cpu() for t in noffs], lengths))
-    assert not td.triton_supported(o, [65535 * 32 + 1])
+    assert not td.triton_supported(v, o, [65535 * 32 + 1])
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as fake:  # a traced call: no memory to launch on
+        assert not td.triton_supported(fake.from_tensor(v), [fake.from_tensor(o[0])], [5])
+    assert td.triton_supported(v, o, [5])

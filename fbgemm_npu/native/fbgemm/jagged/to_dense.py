@@ -15,6 +15,7 @@ import torch
 
 from fbgemm_npu.native._autograd import below_autograd
 from fbgemm_npu.native._checks import allocation_of, check_ndim, validation_enabled
+from fbgemm_npu.native._index import tracing
 from fbgemm_npu.native._triton import kernel_mode, use_triton
 from fbgemm_npu.native._triton import mode as kernel_mode_now
 from fbgemm_npu.native.fbgemm.jagged._utils import (
@@ -94,7 +95,7 @@ def _gathered(
     if values.numel() == 0:  # upstream fills the padding without looking at the offsets
         return values.new_full(out_shape, pad_value)
     what = f"argument '{offsets_arg}': {READ_CHECK}"
-    if use_triton(op, values.device, supported=triton_supported(offsets, lengths)):
+    if use_triton(op, values.device, supported=triton_supported(values, offsets, lengths)):
         from fbgemm_npu.native.fbgemm.jagged._triton_dense import to_dense_triton
 
         check = validation_enabled()
@@ -118,10 +119,13 @@ def _gathered(
 _TRITON_MAX_LENGTH = 65535 * 32
 
 
-def triton_supported(offsets: Sequence[torch.Tensor], lengths: Sequence[int]) -> bool:
-    """Whether the fused Triton kernels (:mod:`._triton_dense`) serve a call: one jagged dim
-    and a dense length their grid holds; the tensor program serves the rest."""
-    return len(offsets) == 1 and lengths[0] <= _TRITON_MAX_LENGTH
+def triton_supported(
+    x: torch.Tensor, offsets: Sequence[torch.Tensor], lengths: Sequence[int]
+) -> bool:
+    """Whether the fused Triton kernels (:mod:`._triton_dense`) serve a call on ``x`` (values or
+    dense): one jagged dim, a dense length their grid holds, real tensors (a traced call, fake
+    tensors, has no memory to launch on); the tensor program serves the rest."""
+    return len(offsets) == 1 and lengths[0] <= _TRITON_MAX_LENGTH and not tracing(x, *offsets)
 
 
 def _check_padding_fits(op: str, padding_value: float, dtype: torch.dtype) -> None:

@@ -61,7 +61,7 @@ def to_jagged(
             return dense.new_zeros((total, d))
         what = f"argument '{offsets_arg}': {WRITE_CHECK}"
         lengths = list(dense.shape[1:-1])
-        if use_triton(op, dense.device, supported=triton_supported(offsets, lengths)):
+        if use_triton(op, dense.device, supported=triton_supported(dense, offsets, lengths)):
             from fbgemm_npu.native.fbgemm.jagged._triton_dense import to_jagged_triton
 
             return to_jagged_triton(op, dense, offsets[0], total, validation_enabled(), what)
