@@ -43,3 +43,25 @@ def test_empty_inputs_give_upstreams_empty_outputs() -> None:
         assert got.shape == want.shape and got.dtype == want.dtype
         q = torch.empty(shape, dtype=torch.uint8)
         assert F.dequantize_mx(q.to(NPU), 32).shape == F.dequantize_mx(q, 32).shape
+
+
+def test_zero_dim_input_is_refused_by_name() -> None:
+    """Upstream's Python indexes ``input.shape[-1]`` (an IndexError naming nothing); ours used
+    to quantize a 0-D input as one value (the fuzz suite's finding): refused by name now."""
+    with pytest.raises(IndexError):
+        F.quantize_mx(torch.tensor(1.5), 8, 2, 3, 6.0, 32, None)
+    with pytest.raises(ValueError, match="quantize_mx: argument 'input' must have 1 or more"):
+        F.quantize_mx(torch.tensor(1.5, device=NPU), 8, 2, 3, 6.0, 32, None)
+    with pytest.raises(ValueError, match="quantize_mx: argument 'input' must have 1 or more"):
+        F.quantize_mx(torch.tensor(1.5, device="meta"), 8, 2, 3, 6.0, 32, None)
+
+
+def test_outputs_that_cannot_be_allocated_are_named() -> None:
+    """A stride-0 input of 2**38 rows passes every check; the allocator's words named neither
+    the op nor the argument (the fuzz suite's finding)."""
+    x = torch.ones(1, 64, device=NPU).expand(2**38, 64)
+    with pytest.raises(RuntimeError, match="quantize_mx: the output of 'input' cannot be"):
+        F.quantize_mx(x, 8, 2, 3, 6.0, 32, None)
+    q = torch.zeros(1, 17, dtype=torch.uint8, device=NPU).expand(2**38, 17)
+    with pytest.raises(RuntimeError, match="dequantize_mx: the output of 'input' cannot be"):
+        F.dequantize_mx(q, 32)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import torch
 
-from fbgemm_npu.native._checks import check_dtype, check_tensor
+from fbgemm_npu.native._checks import allocation_of, check_dtype, check_tensor
 from fbgemm_npu.native._index import on_warm, tracing
 
 __all__ = ["KERNELS", "dequantize_mx_npu", "quantize_mx_npu"]
@@ -96,12 +96,25 @@ def quantize_mx_npu(
     last dim padded to ``n``.  Launches: see budgets.py (one check of finiteness read on the
     host with the data: the contract refuses what upstream cannot encode)."""
     g = _group(QUANT, mx_group_size)
-    x = check_dtype(QUANT, "input", check_tensor(QUANT, "input", input), (torch.float32,))
-    x = x.detach()
+    x = _quant_input(input).detach()
     if x.numel() == 0:
         return torch.empty(x.shape, dtype=torch.uint8, device=x.device)
+    # a stride-0 input of 2**38 rows passes every check: its output cannot be allocated
+    with allocation_of(QUANT, "the output of 'input'"):
+        return _quantize(x, g, rounding_mode)
+
+
+def _quant_input(input: object) -> torch.Tensor:
+    """A float32 tensor of 1 or more dims (upstream's Python indexes ``input.shape[-1]``: a 0-D
+    tensor raises its IndexError, which names nothing)."""
+    x = check_dtype(QUANT, "input", check_tensor(QUANT, "input", input), (torch.float32,))
     if x.dim() == 0:
-        x = x.view(1)
+        raise ValueError(f"{QUANT}: argument 'input' must have 1 or more dims, got a 0-D tensor")
+    return x
+
+
+def _quantize(x: torch.Tensor, g: int, rounding_mode: int | None) -> torch.Tensor:
+    """The program of :func:`quantize_mx_npu` on a checked, non-empty input."""
     if x.shape[-1] % g:
         x = torch.nn.functional.pad(x, (0, g - x.shape[-1] % g))
     shape = x.shape
@@ -151,6 +164,13 @@ def dequantize_mx_npu(input: torch.Tensor, mx_group_size: int = 32) -> torch.Ten
             f"{DEQUANT}: input has {q.numel()} bytes, not a multiple of mx_group_size / 2 + 1 = "
             f"{g // 2 + 1}"
         )
+    # a stride-0 input of 2**40 bytes passes every check: its output cannot be allocated
+    with allocation_of(DEQUANT, "the output of 'input'"):
+        return _dequantize(q, g)
+
+
+def _dequantize(q: torch.Tensor, g: int) -> torch.Tensor:
+    """The program of :func:`dequantize_mx_npu` on checked, whole groups."""
     shape = q.shape
     rows = q.reshape(-1, g // 2 + 1).view(torch.uint8).to(torch.int32)
     k = rows[:, -1:] - 127
@@ -174,10 +194,10 @@ def quantize_mx_meta(
 ) -> torch.Tensor:
     """Meta kernel (upstream has none): uint8 ``[..., n / 2 + n / g]``."""
     g = _group(QUANT, mx_group_size)
-    x = check_dtype(QUANT, "input", check_tensor(QUANT, "input", input), (torch.float32,))
+    x = _quant_input(input)
     if x.numel() == 0:
         return torch.empty(x.shape, dtype=torch.uint8, device=x.device)
-    shape = x.shape if x.dim() else (1,)
+    shape = x.shape
     n = -(-shape[-1] // g) * g
     return x.new_empty((*shape[:-1], n // 2 + n // g), dtype=torch.uint8)
 
