@@ -332,3 +332,38 @@ def test_tensor_program_forward_then_fused_backward(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(forward, "_triton_supported", lambda *a, **k: False)
     compare_three(O.ADAM, MIXED, oracle="ref", weighted=True)
+
+
+@pytest.mark.parametrize("pooling", [SUM, MEAN], ids=["sum", "mean"])
+def test_per_sample_weight_gradient_and_step(pooling: PoolingMode) -> None:
+    """Per-sample weights that require grad: their gradient by the tensor program from the rows
+    before the update, then the fused step; vs the tensor program and upstream's CPU module
+    (whose weighted MEAN step leaves out 1 / length: its weights are compared for SUM only)."""
+    cpu = training_tbe(RWA, MIXED, "cpu", pooling_mode=pooling)
+    fused, tensor = (training_tbe(RWA, MIXED, NPU, "cuda_user", pooling_mode=pooling) for _ in "ab")
+    same_weights(cpu, fused)
+    same_weights(cpu, tensor)
+    batch = make_batches(MIXED, 5, 1, seed=4, weighted=True)[0]
+    frg = torch.tensor([1, 0, 1], dtype=torch.int32)
+    grads, launches = [], []
+    for tbe, dev, mode in ((cpu, "cpu", "auto"), (fused, NPU, "triton"), (tensor, NPU, "tensor")):
+        psw = batch.per_sample_weights.clone().to(dev).requires_grad_()
+        with kernel_mode(mode), counters.count() as c:
+            out = tbe(
+                batch.indices.to(dev),
+                batch.offsets.to(dev),
+                per_sample_weights=psw,
+                feature_requires_grad=frg.to(dev),
+            )
+            g = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+            out.backward(g.to(dev))
+        grads.append(psw.grad)
+        launches.append(_fused_launches(c))
+    assert launches[1:] == [1, 0]
+    assert_close(grads[1], grads[2], 1e-6, "per-sample weight gradient vs tensor program")
+    assert_close(grads[1], grads[0], 1e-5, "per-sample weight gradient vs upstream CPU")
+    for t in range(len(MIXED)):
+        w = [x.split_embedding_weights()[t] for x in (cpu, fused, tensor)]
+        assert_close(w[1], w[2], 1e-5, f"weights {t} vs tensor program")
+        if pooling == SUM:
+            assert_close(w[1], w[0], 1e-4, f"weights {t} vs upstream CPU")

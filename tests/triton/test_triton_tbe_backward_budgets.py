@@ -43,12 +43,14 @@ LOOKUPS = {
     O.PARTIAL_ROWWISE_LAMB: "partial_rowwise_lamb",
     O.LARS_SGD: "lars_sgd",
 }
-LABELS = {  # label -> (specs, module kwargs, weighted)
+LABELS = {  # label -> (specs, module kwargs, weighted: True, or "grad" (psw requiring grad))
     "backward": ([(30, 8)], {}, False),
     "weighted_backward": ([(30, 8)], {}, True),
     "mean_backward": ([(30, 8)], {"pooling_mode": MEAN}, False),
     "sequence_backward": ([(30, 8)], {"pooling_mode": NONE}, False),
     "clipped_backward": ([(30, 8)], {"gradient_clipping": True, "max_gradient": 0.1}, True),
+    # per-sample weights that require grad: their gradient by the tensor program first
+    "weight_grad_backward": ([(30, 8)], {}, "grad"),
     "two_class_backward": ([(30, 4), (30, 8)], {}, False),
     # the tensor program's forward (monkeypatched below): its index matrices stacked first
     "tensor_forward_two_class_backward": ([(30, 4), (30, 8)], {}, False),
@@ -69,6 +71,8 @@ def _budget_case(opt: O, label: str) -> counters.Counter:
     counted = None
     for step, b in enumerate(make_batches(specs, 3, 2, seed=5, weighted=weighted)):
         psw = None if b.per_sample_weights is None else b.per_sample_weights.to(NPU)
+        if psw is not None and weighted == "grad":
+            psw.requires_grad_()
         with kernel_mode("triton"):
             out = tbe(b.indices.to(NPU), b.offsets.to(NPU), per_sample_weights=psw)
             grad = torch.ones_like(out)
@@ -130,8 +134,8 @@ def test_auto_runs_the_tensor_program() -> None:
 
 def test_unsupported_calls_fall_back(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under kernel_mode("triton") the tensor program serves what the kernel does not: VBE,
-    global weight decay, Adam's rowwise bias correction, an optimizer it lacks (the counter),
-    per-sample-weight gradients, D past its tile."""
+    global weight decay, Adam's rowwise bias correction, an optimizer it lacks (the counter), D
+    past its tile."""
     from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
         GlobalWeightDecayDefinition,
         WeightDecayMode,
@@ -166,7 +170,6 @@ def test_unsupported_calls_fall_back(monkeypatch: pytest.MonkeyPatch) -> None:
             ),
             {},
         ),
-        (training_tbe(SGD, MIXED, NPU, "cuda_user"), {"weighted": True}),
     ]
     for tbe, call in cases:
         ops = _backward_ops(tbe, "triton", **call)

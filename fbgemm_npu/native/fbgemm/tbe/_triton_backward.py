@@ -34,6 +34,9 @@ Design (the issue's option (b), deterministic, no atomics), for every table clas
    registers), then reads the row and its optimizer states, updates them in fp32 and writes
    them back rounded to their dtypes (fp32 / fp16 / bf16 each).  Each touched row is written by
    exactly one program: no races, no atomics; the sums are the tensor program's, in its order.
+   Per-sample weights that require grad get theirs in the same walk: index ``i``'s
+   ``<clip(grad row), its row before the update>`` (/ length for MEAN, * its feature's
+   ``feature_requires_grad``); the key kernel writes the zeros of indices of no class.
 
 The classes' index matrices are read as one ``[C, m, L]`` buffer: the fused forward writes them
 so (a view); the tensor program's separate matrices are stacked first (one launch more with two
@@ -85,8 +88,9 @@ def _grad_row(
     go, go_s0, go_s1, mat, L, i, col0, Tc, d, dm, bag, offsets, iw, max_grad,
     POOLED: tl.constexpr, MEAN: tl.constexpr, WEIGHTED: tl.constexpr, CLIP: tl.constexpr,
 ):  # fmt: skip
-    """Index ``i``'s scaled, clipped gradient row ``[BLOCK_D]`` (fp32); ``mat``: its class's
-    index matrix, ``col0``: the class's members' first output columns."""
+    """Index ``i``'s gradient row ``[BLOCK_D]`` (fp32): ``(scaled, clipped only, its bag's
+    length for MEAN else 1)``; ``mat``: its class's index matrix, ``col0``: the class's
+    members' first output columns."""
     if POOLED:
         # row 2 of the index matrix: b * T_c + j (sample b, member j of the class)
         r = tl.load(mat + 2 * L + i)
@@ -98,6 +102,8 @@ def _grad_row(
     g = tl.load(go + base + d * go_s1, mask=dm, other=0.0).to(tl.float32)
     if CLIP:
         g = tl.minimum(tl.maximum(g, -max_grad), max_grad)
+    raw = g
+    n = 1.0
     if MEAN:
         bg = tl.load(bag + i)
         n = tl.load(offsets + bg + 1) - tl.load(offsets + bg)
@@ -108,12 +114,13 @@ def _grad_row(
             g = g * (1.0 / n)
     elif WEIGHTED:
         g = g * tl.load(iw + i).to(tl.float32)
-    return g
+    return g, raw, n
 
 
 @triton.jit
-def _combined_keys(mats, bases, out, L, C, ML, BLOCK: tl.constexpr):
-    """``out[i] = base_c + mats[c, 1, i]`` for the class ``c`` whose key is not 0, else 0."""
+def _combined_keys(mats, bases, out, iwg, L, C, ML, IW_GRAD: tl.constexpr, BLOCK: tl.constexpr):
+    """``out[i] = base_c + mats[c, 1, i]`` for the class ``c`` whose key is not 0, else 0;
+    ``iwg[i] = 0`` (the per-sample-weight gradient of indices of no class) with ``IW_GRAD``."""
     for q in range(tl.program_id(0), tl.cdiv(L, BLOCK), tl.num_programs(0)):
         offs = q * BLOCK + tl.arange(0, BLOCK)
         m = offs < L
@@ -122,18 +129,22 @@ def _combined_keys(mats, bases, out, L, C, ML, BLOCK: tl.constexpr):
             k = tl.load(mats + c * ML + L + offs, mask=m, other=0)
             acc = tl.where(k != 0, k + tl.load(bases + c * 8), acc)
         tl.store(out + offs, acc.to(out.dtype.element_ty), mask=m)
+        if IW_GRAD:
+            tl.store(iwg + offs, tl.zeros([BLOCK], tl.float32), mask=m)
 
 
 @triton.jit
 def _tbe_backward_step(
     mats, keys, perm, L, C, ML, tab, col0s, go, go_s0, go_s1, bag, offsets, iw, max_grad,
-    w, s0, s1, lr, eps, wd, b1, b2, k_bias, eps_c2, max_norm, eta, mom,
+    w, s0, s1, lr, eps, wd, b1, b2, k_bias, eps_c2, max_norm, eta, mom, iwg, feat, frg,
     OPT: tl.constexpr, WD_MODE: tl.constexpr, POOLED: tl.constexpr, MEAN: tl.constexpr,
-    WEIGHTED: tl.constexpr, CLIP: tl.constexpr, BLOCK_D: tl.constexpr,
+    WEIGHTED: tl.constexpr, CLIP: tl.constexpr, IW_GRAD: tl.constexpr, FRG: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """``keys``: the combined keys sorted, ``perm`` the sort's permutation; ``tab [C, 8]``
     int64 per class: key base, D, weights residue, state residues, member count, offset of its
-    first columns in ``col0s``."""
+    first columns in ``col0s``.  ``IW_GRAD``: ``iwg[i] = <clipped grad row, row before the
+    update> / length (MEAN) * frg[feat[i]] (FRG)``, the per-sample-weight gradient."""
     d = tl.arange(0, BLOCK_D)
     for j0 in range(tl.program_id(0), L, tl.num_programs(0)):
         key = tl.load(keys + j0)
@@ -150,23 +161,30 @@ def _tbe_backward_step(
             mat = mats + c * ML
             col0 = col0s + tl.load(row + 6)
             Tc = tl.load(row + 5)
+            i0 = tl.load(perm + j0)
+            w_off = tl.load(row + 2) + tl.load(mat + i0) * D
+            wv = tl.load(w + w_off + d, mask=dm, other=0.0).to(tl.float32)
             # the run of key: sorted positions j0, j0 + 1, ... while the key repeats
             acc = tl.zeros([BLOCK_D], tl.float32)
-            i0 = tl.load(perm + j0)
             i = i0
             j = j0
             kj = key
             while kj == key:
-                acc += _grad_row(go, go_s0, go_s1, mat, L, i, col0, Tc, d, dm, bag, offsets, iw,
-                                 max_grad, POOLED, MEAN, WEIGHTED, CLIP)  # fmt: skip
+                gs, raw, n = _grad_row(go, go_s0, go_s1, mat, L, i, col0, Tc, d, dm, bag,
+                                       offsets, iw, max_grad,
+                                       POOLED, MEAN, WEIGHTED, CLIP)  # fmt: skip
+                acc += gs
+                if IW_GRAD:
+                    dot = tl.sum(raw * wv, 0) / n
+                    if FRG:
+                        dot = dot * tl.load(frg + tl.load(feat + i)).to(tl.float32)
+                    tl.store(iwg + i, dot)
                 j += 1
                 i = tl.load(perm + j, mask=j < L, other=0)
                 kj = tl.load(keys + j, mask=j < L, other=-1)
             g = acc
             s0_res = tl.load(row + 3)
             s1_res = tl.load(row + 4)
-            w_off = tl.load(row + 2) + tl.load(mat + i0) * D
-            wv = tl.load(w + w_off + d, mask=dm, other=0.0).to(tl.float32)
             if OPT == 0:
                 wn = wv - lr * g
             elif OPT == 1:
@@ -265,23 +283,28 @@ def _stacked(mats: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack(mats)
 
 
-def step_triton(call: Any, plan: Any, state: Any, grad_output: torch.Tensor) -> None:
+def step_triton(
+    call: Any, plan: Any, state: Any, grad_output: torch.Tensor, iw_grad: bool = False
+) -> torch.Tensor | None:
     """The backward and optimizer step of every class in place (module docstring): the
-    combined keys, their sort, the step kernel.  ``call``: the :class:`.call.LookupCall`
-    (:func:`.backward.triton_backward` decided the call is supported)."""
+    combined keys, their sort, the step kernel; with ``iw_grad`` returns the per-sample-weight
+    gradient ``[L]`` fp32 too (written by the same two kernels).  ``call``: the
+    :class:`.call.LookupCall` (:func:`.backward.triton_backward` decided it is supported)."""
     from fbgemm_npu.native.fbgemm.tbe.backward import F32_EXACT, sort_keys
     from fbgemm_npu.native.fbgemm.tbe.forward import POOLING_MEAN, POOLING_NONE
 
     mats = _stacked(state.mats)
     C, m, L = mats.shape
-    if L == 0:
-        return
     dev = mats.device
+    iwg = torch.empty(L, dtype=torch.float32, device=dev) if iw_grad else None
+    if L == 0:
+        return iwg
     tab, col0s, bound = _class_table(plan, dev)
     keys = torch.empty(L, dtype=torch.float32 if bound <= F32_EXACT else torch.int64, device=dev)
     grid = (min(triton.cdiv(L, _KEY_BLOCK), _MAX_PROGRAMS),)
-    launch("tbe_backward_keys", _combined_keys, grid, mats, tab, keys, L, C, m * L,
-           BLOCK=_KEY_BLOCK)  # fmt: skip
+    launch("tbe_backward_keys", _combined_keys, grid, mats, tab, keys,
+           keys if iwg is None else iwg, L, C, m * L,
+           IW_GRAD=iw_grad, BLOCK=_KEY_BLOCK)  # fmt: skip
     keys, perm = sort_keys(keys, bound)
     a = call.step
     hp = a.get
@@ -302,6 +325,8 @@ def step_triton(call: Any, plan: Any, state: Any, grad_output: torch.Tensor) -> 
     go = grad_output
     offsets = call.offsets.contiguous()
     iw = call.indice_weights.contiguous() if call.indice_weights is not None else perm
+    frg = call.feature_requires_grad if iw_grad else None
+    frg = None if frg is None else frg.reshape(-1).contiguous()
     block_d = triton.next_power_of_2(max(max(cls.D for cls in plan.classes), 1))
     launch(
         "tbe_backward_step",
@@ -310,8 +335,10 @@ def step_triton(call: Any, plan: Any, state: Any, grad_output: torch.Tensor) -> 
         mats, keys, perm, L, C, m * L, tab, col0s, go, go.stride(0), go.stride(1), state.bag,
         offsets, iw, float(call.max_gradient), call.weights, s0, s1,
         float(a.lr), eps, wd, b1, b2, k_bias, eps_c2, hp("max_norm"), hp("eta"), hp("momentum"),
+        perm if iwg is None else iwg, state.t, perm if frg is None else frg,
         OPT=OPT_CODES[call.optimizer], WD_MODE=wd_mode, POOLED=pooled,
         MEAN=pooled and call.pooling_mode == POOLING_MEAN,
         WEIGHTED=call.indice_weights is not None, CLIP=bool(call.gradient_clipping),
-        BLOCK_D=block_d,
+        IW_GRAD=iw_grad, FRG=frg is not None, BLOCK_D=block_d,
     )  # fmt: skip
+    return iwg

@@ -69,6 +69,7 @@ __all__ = [
     "grad_rows_unsorted",
     "index_scale",
     "sort_keys",
+    "run_triton_backward",
     "triton_backward",
     "write_rows",
 ]
@@ -293,15 +294,14 @@ TRITON_MAX_D = 2048
 
 
 def triton_backward(
-    call: Any, plan: TbePlan, state: ForwardState, grad_output: torch.Tensor, need_iw: bool
+    call: Any, plan: TbePlan, state: ForwardState, grad_output: torch.Tensor
 ) -> bool:
-    """Run the backward and optimizer step as the fused Triton kernels of
-    :mod:`._triton_backward` (the keys, their sort, one step kernel for every class) where the
-    kernel mode and the call allow it; ``False``: the caller runs the tensor program.  Not
-    supported (the tensor program serves them): other optimizers, Adam's rowwise bias
-    correction, global weight decay, VBE, a device learning rate, traced calls,
-    per-sample-weight gradients (``need_iw`` with per-sample weights), D above
-    ``TRITON_MAX_D``.  ``call``: the :class:`.call.LookupCall`."""
+    """Whether the backward and optimizer step run as the fused Triton kernels of
+    :mod:`._triton_backward` (:func:`run_triton_backward`: the keys, their sort, one step
+    kernel for every class): the kernel mode and the call allow it; ``False``: the caller runs
+    the tensor program.  Not supported (the tensor program serves them): other optimizers,
+    Adam's rowwise bias correction, global weight decay, VBE, a device learning rate, traced
+    calls, D above ``TRITON_MAX_D``.  ``call``: the :class:`.call.LookupCall`."""
     from fbgemm_npu.native._triton import use_triton
     from fbgemm_npu.native.fbgemm.tbe.optimizers import OPTIMIZERS
 
@@ -313,15 +313,19 @@ def triton_backward(
         and call.vbe is None
         and not call.traced
         and not isinstance(call.step.lr, torch.Tensor)
-        and not (need_iw and call.indice_weights is not None)
         and grad_output.dim() == 2
         and grad_output.dtype in (torch.float32, torch.float16, torch.bfloat16)
         and len(state.mats) == len(plan.classes) > 0
         and all(cls.D <= TRITON_MAX_D for cls in plan.classes)
     )
-    if not use_triton(call.op, grad_output.device, supported=ok):
-        return False
+    return use_triton(call.op, grad_output.device, supported=ok)
+
+
+def run_triton_backward(
+    call: Any, plan: TbePlan, state: ForwardState, grad_output: torch.Tensor, iw_grad: bool
+) -> torch.Tensor | None:
+    """The fused step :func:`triton_backward` chose, in place; returns the per-sample-weight
+    gradient when ``iw_grad`` (written by the same kernels), else None."""
     from fbgemm_npu.native.fbgemm.tbe._triton_backward import step_triton
 
-    step_triton(call, plan, state, grad_output)
-    return True
+    return step_triton(call, plan, state, grad_output, iw_grad)

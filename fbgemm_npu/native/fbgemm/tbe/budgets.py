@@ -87,9 +87,11 @@ _TRITON_CHECKS = 1
 # kernel), its stable float32 sort, then one kernel that sums each touched row's gradient
 # (clipping, per-sample weights, 1 / length in it) and updates the row and its states once: 3.
 # After the tensor program's forward (separate index matrices) two classes or more stack them
-# first: 4.  The backward has no data checks (triton_checks is the forward's: measured with the
-# checks off).  VBE, global weight decay, Adam's rowwise bias correction, a device learning rate
-# and per-sample-weight gradients run the tensor program.
+# first: 4.  Per-sample weights that require grad get their gradient from the same two kernels
+# (zeros from the key kernel, each member's dot with its row before the update from the step
+# kernel): weight_grad_backward 3.  The backward has no data checks (triton_checks is the
+# forward's: measured with the checks off).  VBE, global weight decay, Adam's rowwise bias
+# correction and a device learning rate run the tensor program.
 _TRITON_BACKWARD = {
     "backward": 3,
     "weighted_backward": 3,
@@ -98,6 +100,7 @@ _TRITON_BACKWARD = {
     "clipped_backward": 3,
     "two_class_backward": 3,
     "tensor_forward_two_class_backward": 4,
+    "weight_grad_backward": 3,
 }
 
 

@@ -39,6 +39,7 @@ from fbgemm_npu.native.fbgemm.tbe.backward import (
     accumulate_rows,
     aggregate_class,
     grad_rows_unsorted,
+    run_triton_backward,
     triton_backward,
     write_rows,
 )
@@ -191,11 +192,11 @@ def run_backward(
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """De-duplicate, apply the optimizer in place; returns (indice_weights grad, weights grad)."""
     with torch.no_grad():
-        # the fused Triton step where selected (clipping and scaling in its kernel)
-        if grad_output.numel() > 0 and triton_backward(
-            call, plan, state, grad_output, need_indice_weights_grad
-        ):
-            return None, None
+        if grad_output.numel() > 0 and triton_backward(call, plan, state, grad_output):
+            # the fused Triton step: clipping, scaling and the per-sample-weight gradient (from
+            # the rows before the update) in its kernels
+            need = need_indice_weights_grad and call.indice_weights is not None
+            return run_triton_backward(call, plan, state, grad_output, need), None
         if call.gradient_clipping:
             # upstream clips the output gradient itself, before any per-index scaling
             grad_output = grad_output.clamp(min=-call.max_gradient, max=call.max_gradient)
