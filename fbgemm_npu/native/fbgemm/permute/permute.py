@@ -48,8 +48,8 @@ the gather of the source rows' bounds, the index (two ``index_add``, a ``cumsum`
 ``permuted_lengths_sum`` the output size is read back to the host and the data checks ride on
 that read, so they cost less than the queued check they need when it is given (see
 :mod:`._utils`).  Values or an output of 2**31 elements or more take the same program in int64
-(AI CPU); a fused kernel (a kernel for the lengths and one for the data, as upstream's CUDA has)
-would do it in about 3.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
+(AI CPU).  The fused Triton path (``_triton_permute.py``, where ``use_triton`` picks it) takes
+2, forward and backward.  Launches and syncs: ``BUDGETS`` in ``budgets.py`` (docs/ops.md).
 """
 
 from __future__ import annotations
