@@ -53,6 +53,8 @@ def _valid(data: Any, pooling: int | None = None) -> tuple[dict, dict[str, Any]]
     weights = None
     if data.draw(st.booleans(), label="weighted"):
         weights = in_layout(data, torch.rand(indices.numel(), generator=seeded(data)), LAYOUTS)
+    if tables["output"] == INT8:  # upstream's INT8 rows after a -1 are unwritten memory
+        indices = indices.clamp_min(0)  # (test_inference_errors.py: ours writes zeros)
     indices = in_layout(data, indices.to(dtype), LAYOUTS)
     return tables, op_kwargs(tables, indices, offsets, weights)
 

@@ -143,3 +143,29 @@ def test_broken_offsets_without_indices_are_a_queued_error() -> None:
     )
     fbgemm_npu.check()
     assert good.abs().sum().item() == 0
+
+
+def test_int8_output_minus_one_is_a_zero_row() -> None:
+    """Pooling NONE with INT8 output: upstream's CPU kernel leaves the row of a -1 and every row
+    after it in the bag unwritten (other bytes each call; the fuzz saw them); ours writes a zero
+    row for the -1 and copies the rest, equal to upstream's rows of the same indices without
+    the -1."""
+    args, kwargs = lookup_case([S.INT8], [8], pooling=2, output=S.INT8, minus_one=False)
+    kwargs["indices"][1] = -1
+    got = _call(to_device((args, kwargs), "npu")[1]).cpu()
+    want = F.int_nbit_split_embedding_codegen_lookup_function(
+        *args, **{**kwargs, "indices": kwargs["indices"].clamp_min(0)}
+    )
+    assert got.dtype == torch.uint8 and got[1].abs().sum().item() == 0
+    keep = torch.arange(got.size(0)) != 1
+    assert torch.equal(got[keep], want[keep])
+
+
+def test_d_offsets_of_another_length_refused_for_nobag_too() -> None:
+    """Pooling NONE reads max_D, not D_offsets, yet a D_offsets of another T is a broken layout
+    (the fuzz found it accepted for NONE when no bag was read)."""
+    for off in (lambda k: k["offsets"][:1], lambda k: k["offsets"]):
+        _, kwargs = to_device(lookup_case([S.INT8, S.INT4], [8, 8], pooling=2), "npu")
+        kwargs.update(D_offsets=kwargs["D_offsets"][:-1], offsets=off(kwargs))
+        with pytest.raises(ValueError, match=rf"{NAME}.*'D_offsets'"):
+            _call(kwargs)

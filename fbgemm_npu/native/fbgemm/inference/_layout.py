@@ -98,7 +98,7 @@ def _build(
 ) -> Plan:
     d_off, w_off, tys, places = values
     T = len(w_off)
-    if nobag_D is None and len(d_off) != T + 1:
+    if len(d_off) != T + 1:  # pooling NONE reads no D_offsets either: a layout of other T
         raise _refuse(op, "D_offsets", f"must have {T + 1} elements (weights_offsets has {T}), "
                       f"got {len(d_off)}")  # fmt: skip
     for arg, v in (("weights_tys", tys), ("weights_placements", places)):
