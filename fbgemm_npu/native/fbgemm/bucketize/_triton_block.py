@@ -52,7 +52,10 @@ from fbgemm_npu.native.fbgemm.bucketize.block import TRITON_MAX_BUCKETS as MAX_B
 
 __all__ = ["MAX_BUCKETS", "MAX_PROGRAMS", "block_bucketize_triton"]
 
-MAX_PROGRAMS = 65535  # the row kernels' grid cap; tests lower it to exercise the row runs
+# The row kernels' grid cap: each program first sums the lengths before its run (O(grid * N)
+# loads in all), so a few thousand programs, enough to fill a GPU or a 910B's cores; tests
+# lower it to exercise the runs.
+MAX_PROGRAMS = 2048
 TILE = 4096  # elements of the one-hot tile (int32: 16 KB of a core's 192 KB)
 BLOCK = 128
 _BITS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
