@@ -17,6 +17,8 @@ not there yet (its module or function missing) is an ``absent`` row, one that fa
 ``--quick``: tiny shapes, one repeat (``TRITON_INTERPRET=1 python bench/device_check.py
 --device cpu --quick`` runs the kernels in Triton's interpreter: tests/triton/
 test_device_check.py).  ``--out FILE``: also write the table there.  Whole run < 5 minutes.
+``--compile cuda:90``: no device at all: each kernel compiled for that target instead
+(bench/triton_compile.py).
 """
 
 from __future__ import annotations
@@ -222,6 +224,21 @@ def table(rows: list[dict[str, Any]], dev: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _compile_only(target: str, only: str, out: Path | None) -> int:
+    os.environ.pop("TRITON_INTERPRET", None)  # kernels decorated for the compiler
+    import_kernels()
+    from bench.triton_compile import compile_rows
+
+    rows = compile_rows([p for p in PROBES if only in p.op], target)
+    text = f"Compiled for {target} (no device; quick shapes' signatures).\n\n| op | status |\n"
+    text += "|---|---|\n" + "".join(f"| {r['op']} | {r['status']} |\n" for r in rows)
+    print(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+    return 1 if any(r["status"].startswith("COMPILE ERROR") for r in rows) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/device_check.py", description=__doc__)
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (interpreter)")
@@ -229,7 +246,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--only", default="", help="run the probes whose name contains this")
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
+    parser.add_argument(
+        "--compile",
+        metavar="TARGET",
+        default=None,
+        help="no device: compile every kernel for TARGET (cuda:90, cuda:80, hip:gfx942) on the "
+        "probes' CPU calls instead of running them (bench/triton_compile.py)",
+    )
     args = parser.parse_args(argv)
+    if args.compile:
+        return _compile_only(args.compile, args.only, args.out)
     if args.device == "cpu":  # before any kernel module is imported: Triton reads it then
         os.environ.setdefault("TRITON_INTERPRET", "1")
     import_kernels()

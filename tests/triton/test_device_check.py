@@ -82,3 +82,22 @@ def test_bench_triton_rows_count_both_paths() -> None:
     assert row == "| jagged_to_padded_dense | 5 / 11 | 1 / 3 | 1 | 0 / 0 | ok |", row
     row = measure(jagged["dense_to_jagged"])
     assert row == "| dense_to_jagged | 6 / 11 | 2 / 4 | 1 | 0 / 0 | ok |", row
+
+
+def test_compile_only_mode_compiles_for_a_gpu_target() -> None:
+    """``--compile cuda:90``: no device, each kernel compiled for sm_90 instead of run (here:
+    the jagged probes; bench/results/triton_compile.md has every kernel's row)."""
+    from triton.backends import backends
+
+    if "nvidia" not in backends:
+        pytest.skip("triton's nvidia backend (ptxas) is not installed here")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(ROOT / ".pytest_cache" / "triton_aot")
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    run = _RUN.replace("'--device', 'cpu', '--quick'", "'--compile', 'cuda:90', '--only', 'jagged'")
+    done = subprocess.run(
+        [sys.executable, "-c", run], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "| jagged_to_padded_dense | compiled: jagged_to_dense |" in done.stdout, done.stdout
+    assert "| dense_to_jagged | compiled: dense_to_jagged |" in done.stdout, done.stdout
