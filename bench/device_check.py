@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: bench/ is on the path, not the repository
     sys.path.insert(0, str(ROOT))
 
-from bench.triton_probes import PROBES, Probe  # noqa: E402  (the probes import nothing yet)
+from bench.triton_probes import PROBES, Built, Probe  # noqa: E402  (the probes import nothing yet)
 
 __all__ = ["PEAKS", "PROBES", "Probe", "import_kernels", "main", "max_error", "run_probe"]
 # (HBM bytes/s, dense bf16 FLOP/s) by a substring of torch.cuda.get_device_name, first match
@@ -123,15 +123,24 @@ def _time(fn: Callable[[], Any], dev: Any, repeats: int) -> float:
     return (time.perf_counter() - t0) / repeats * 1e3
 
 
-def _launches(fn: Callable[[], Any], dev: Any) -> tuple[Any, list[str] | None]:
+def _launches(built: Built, dev: Any) -> tuple[Any, list[str] | None]:
+    """``built.run()`` (after a warm call and its reset) under the counters where they work
+    on ``dev``."""
+    if built.reset:
+        built.reset()
+    built.run()  # the first call fills caches (and compiles): not counted
     try:
         from fbgemm_npu.testing.counters import count
 
+        if built.reset:
+            built.reset()
         with count(dev.type) as c:
-            out = fn()
+            out = built.run()
         return out, c.launch_ops
-    except Exception:  # the counters are a convenience here: the result still counts
-        return fn(), None
+    except Exception:  # the counters are a convenience here: run it again uncounted
+        if built.reset:
+            built.reset()
+        return built.run(), None
 
 
 def run_probe(probe: Probe, dev: Any, quick: bool, repeats: int) -> dict[str, Any]:
@@ -149,10 +158,8 @@ def run_probe(probe: Probe, dev: Any, quick: bool, repeats: int) -> dict[str, An
     results, counts = {}, {}
     try:
         for mode in ("tensor", "triton"):
-            if built.reset:
-                built.reset()
             with kernel_mode(mode):
-                out, counts[mode] = _launches(built.run, dev)
+                out, counts[mode] = _launches(built, dev)
             results[mode] = _snapshot(out)
             check()  # the data checks of the compared calls: must all pass
         err = max_error(results["triton"], results["tensor"])
