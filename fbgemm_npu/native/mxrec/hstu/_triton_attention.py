@@ -3,7 +3,13 @@ forward (``_triton_fwd.py``) and 2 backward (``_triton_bwd.py``), math in ``_att
 
 Imported only by ``_attention.attention_forward`` / ``attention_backward`` after
 ``use_triton(...)`` said yes (it imports triton); ``_attention.triton_supported`` says which
-problems these kernels take (the rest runs the tensor program).
+problems these kernels take (the rest runs the tensor program: float64, head dims over 256,
+more than 8 key intervals a row, spans of other than 1 or ``N_q`` heads, ``B * N_q`` over
+65535, meta / fake tensors).  Served so: every op on the tile program -- ``mxrec::hstu_jagged``
+``.equal`` / ``.delta`` and their backwards, ``hstu_dense`` (+ backward), ``hstu_forward_v2`` /
+``hstu_backward_v2``, ``hstu_paged``, ``fbgemm::hstu_varlen_fwd_80`` / ``bwd_80``; not
+``mxrec::hstu_fuxi`` (its own program beside this one).  Their padded gathers, key intervals and
+the gathers back stay tensor programs (the ops' setup: budgets.py ``triton``).
 
 Block sizes: ``BLOCK_M = BLOCK_N = 64`` for head dims up to 64, 32 above (the live tiles of one
 program -- q, k, v, the accumulators, one score tile -- stay within ~64 KB of an Ascend core's
