@@ -10,7 +10,7 @@ asks :func:`use_triton` and either runs its Triton kernel (a module ``_triton_<t
 family package, imported only then: Triton stays optional) or its tensor program.
 
 Selection, ``FBGEMM_NPU_KERNEL`` (read at each call) or :func:`kernel_mode` (a context manager
-that overrides it in its thread / task):
+that overrides it, process-wide while its block runs, so autograd's device threads see it too):
 
 * ``tensor``: the tensor program, always.
 * ``auto`` (the default): Triton where a native Triton backend for the tensor's device is
@@ -30,10 +30,10 @@ such copies exist.
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import importlib.util
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -45,7 +45,11 @@ __all__ = ["MODES", "backend_for", "kernel_mode", "launch", "mode", "use_triton"
 
 MODES = ("tensor", "triton", "auto")
 ENV = "FBGEMM_NPU_KERNEL"
-_override: contextvars.ContextVar[str | None] = contextvars.ContextVar("kernel", default=None)
+# kernel_mode's stack is process-wide, not a context variable: autograd runs a device's backward
+# on its own thread, which a context variable does not reach, and a backward must select as its
+# forward did.  (As torch's own backend flags, it applies to every thread while the block runs.)
+_stack: list[str] = []
+_lock = threading.Lock()
 # Triton backend packages (triton/backends/<name>) per device type; triton-ascend has shipped
 # its backend as "ascend" (3.2) and "cann" (later).
 _NATIVE = {"cuda": ("nvidia", "amd"), "npu": ("ascend", "cann", "npu"), "cpu": ("cpu",)}
@@ -59,20 +63,23 @@ def _check_mode(value: str, where: str) -> str:
 
 def mode() -> str:
     """The kernel mode now: :func:`kernel_mode`'s, else ``$FBGEMM_NPU_KERNEL``, else ``auto``."""
-    value = _override.get()
-    if value is not None:
-        return value
+    if _stack:
+        return _stack[-1]
     return _check_mode(os.environ.get(ENV, "auto").strip().lower() or "auto", ENV)
 
 
 @contextmanager
 def kernel_mode(value: str) -> Iterator[None]:
     """Run the block with kernel mode ``value`` (``tensor``, ``triton`` or ``auto``)."""
-    token = _override.set(_check_mode(value, "kernel_mode"))
+    value = _check_mode(value, "kernel_mode")
+    with _lock:
+        _stack.append(value)
+        depth = len(_stack)
     try:
         yield
     finally:
-        _override.reset(token)
+        with _lock:
+            del _stack[depth - 1]
 
 
 @functools.cache

@@ -112,3 +112,24 @@ def test_triton_budget_limit() -> None:
     assert (b.triton_limit(False), b.triton_limit(True), b.triton_limit(False, "mean")) == (1, 4, 2)
     with pytest.raises(KeyError, match="no Triton path 'weighted'"):
         b.triton_limit(False, "weighted")
+
+
+def test_backward_on_autograd_device_thread_sees_the_mode() -> None:
+    seen: list[str] = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: object, g: torch.Tensor) -> torch.Tensor:
+            seen.append(_triton.mode())
+            return g * 2
+
+    x = torch.ones(3, device="npu", requires_grad=True)
+    with _triton.kernel_mode("triton"):
+        Probe.apply(x).sum().backward()
+    with _triton.kernel_mode("tensor"):
+        Probe.apply(x).sum().backward()
+    assert seen == ["triton", "tensor"]
