@@ -2,9 +2,9 @@
 under Triton's interpreter, hooked at the tile program so every op built on it runs it.
 
 * parity: each op under ``kernel_mode("triton")`` against the float64 references written from
-  the math (conformance/specs/.../reference.py: jagged / delta / dense, v2, varlen) and against
-  the tensor program (``kernel_mode("tensor")``), outputs and autograd gradients of q, k, v and
-  the bias, on npu and CPU tensors: causal, none, the custom mask, context and targets (group
+  the math (conformance/specs/mxrec/hstu/reference.py, its hstu_v2 and fbgemm/hstu_varlen
+  siblings) and against the tensor program (``kernel_mode("tensor")``): outputs, gradients of
+  q, k, v and the bias, on npu and CPU tensors: causal, none, the custom mask, context and targets (group
   sizes 0, 1, 2), windows (max_attn_len), arbitrary intervals shared and per head, rab with alpha
   and scale, GQA, rab heads shared by q heads (the summed dbias), rab padded past the keys,
   q shorter than k, an empty sequence, non-contiguous inputs, 16-row blocks (several blocks per
