@@ -172,6 +172,9 @@ def test_runs_of_rows_per_program(monkeypatch: pytest.MonkeyPatch) -> None:
     kw |= {"weights": torch.rand(x.numel(), generator=gen)}
     kw |= {"batch_size_per_feature": torch.tensor([7, 5, 0, 12], dtype=I32), "max_B": 12}
     _both({k: bi.on_device(v, "npu") for k, v in kw.items()})
+    rows = [[0, 40], [0, 25, 60], [7], [0, 10, 20, 30, 90]]  # variable blocks too
+    kw["block_bucketize_pos"] = [torch.tensor(r) for r in rows]
+    _both({k: bi.on_device(v, "npu") for k, v in kw.items()})
 
 
 BAD = [
@@ -205,9 +208,6 @@ def _launches(fn: Callable[[], Any], mode: str) -> list[str]:
 def test_auto_and_unsupported_fall_back() -> None:
     main = bi.block_call(bi.BLOCK, None, *SIZE)
     assert not [n for n in _launches(main, "auto") if n.startswith("triton.")]
-    for path in ("block_bucketize_pos", "total_num_blocks + block_bucketize_pos"):
-        fn = bi.block_call(bi.BLOCK, path, *SIZE)
-        assert not [n for n in _launches(fn, "triton") if n.startswith("triton.")], path
     big = bi.docs_example(my_size=_tb.MAX_BUCKETS + 1)
     fn = lambda: F.block_bucketize_sparse_features(**big)  # noqa: E731
     assert not [n for n in _launches(fn, "triton") if n.startswith("triton.")]

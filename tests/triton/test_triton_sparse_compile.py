@@ -68,18 +68,21 @@ for idt, ldt in (("i64", "i32"), ("i32", "i64")):
     for has_total, has_vbe in ((False, False), (True, True)):
         base = {"lengths": f"*{ldt}", "len_s": i32, "x_ptr": f"*{idt}", "x_s": i32,
                 "blocks": f"*{idt}", "blk_s": i32, "total": f"*{idt}", "tot_s": i32,
-                "batch": f"*{ldt}", "b_s": i32}
+                "batch": f"*{ldt}", "b_s": i32, "flat": f"*{idt}", "table": "*i32"}
         sig = {**base, "counts": f"*{ldt}", "starts": "*i32", "pflags": "*i32", "n_rows": i32,
                "n_idx": i32, "n_feat": i32, "rows_per_feature": i32, "rows_per": i32, "p": i32,
                "top": top}
-        meta = {"HAS_TOTAL": has_total, "HAS_VBE": has_vbe, "BLOCK_L": 128, "BLOCK_P": 8,
-                "BLOCK_R": 128}
+        var = has_total == (idt == "i64")  # variable blocks on two of the four
+        meta = {"HAS_TOTAL": has_total, "HAS_VBE": has_vbe, "VAR": var, "STEPS": 3,
+                "BLOCK_L": 128, "BLOCK_P": 8, "BLOCK_R": 128}
         comp(tb._count_kernel, sig, meta)
         sig = {"counts": f"*{ldt}", "offs": "*i32", "pflags": "*i32", "n_prog": i32,
                "blocks": f"*{idt}", "blk_s": i32, "total": f"*{idt}", "tot_s": i32,
-               "batch": f"*{ldt}", "b_s": i32, "flag": "*u8", "n_cnt": i32, "n_rows": i32,
+               "batch": f"*{ldt}", "b_s": i32, "flat": f"*{idt}", "table": "*i32",
+               "flag": "*u8", "n_cnt": i32, "n_rows": i32,
                "n_feat": i32, "p": i32, "top": top}
-        comp(tb._scan_kernel, sig, {"HAS_TOTAL": has_total, "HAS_VBE": has_vbe, "BLOCK": 128})
+        comp(tb._scan_kernel, sig, {"HAS_TOTAL": has_total, "HAS_VBE": has_vbe, "VAR": var,
+                                    "BLOCK": 128})
         every, none = (True, False, True, True, True, True, 4), (False, True, *[False] * 4, 1)
         for flags in (every, none):
             keep, keep_all, has_w, pos, unb, mp, bc = flags
@@ -90,7 +93,8 @@ for idt, ldt in (("i64", "i32"), ("i32", "i64")):
                    "p": i32, "top": top, "cols": i32}
             meta = {"HAS_TOTAL": has_total, "HAS_VBE": has_vbe, "HAS_KEEP": keep,
                     "KEEP_ALL": keep_all, "HAS_W": has_w, "HAS_POS": pos, "HAS_UNB": unb,
-                    "HAS_MAP": mp, "BLOCK_L": 128, "BLOCK_P": 8, "BLOCK_R": 128, "BLOCK_C": bc}
+                    "HAS_MAP": mp, "VAR": var, "STEPS": 3, "BLOCK_L": 128, "BLOCK_P": 8,
+                    "BLOCK_R": 128, "BLOCK_C": bc}
             comp(tb._scatter_kernel, sig, meta)
 print("BUCKETIZE COMPILED")
 """

@@ -1,5 +1,5 @@
-"""Fused Triton kernels of the block bucketize ops (uniform blocks): 3 launches where the tensor
-program takes 19-47.
+"""Fused Triton kernels of the block bucketize ops: 3 launches (variable blocks 5) where the
+tensor program takes 19-67.  The element math: :mod:`._triton_block_math`.
 
 Math (:mod:`.bucketize`): element ``i`` of row ``r`` (feature ``t``), ``u`` its index read as
 unsigned (``uint32`` / ``uint64``, as upstream; emulated in signed arithmetic: :func:`_bucket`),
@@ -35,9 +35,14 @@ wraps negative).  Memory-safe whatever the data: lengths clamped, every index re
 ``[0, L)``, buckets clamped into ``[0, P)``, positions masked to ``[0, L)``.  The check is queued
 (``check_on_device`` of a view of the byte): 0 launches more.
 
-Not handled here (``supported=False``, the tensor program serves them): ``block_bucketize_pos``
-(variable blocks: a boundary search per element), ``my_size > MAX_BUCKETS`` (the one-hot tile),
-no rows, ``P N`` or ``L`` from ``2**31`` on.  Launches: 3 on every other path.
+Variable blocks (``block_bucketize_pos``): the features' boundaries joined by one ``cat`` (none
+for one feature) and a host-built ``[starts, sizes]`` table uploaded (pinned, non-blocking),
+then the same three kernels with a binary search per element; the scan kernel checks every
+feature's boundaries sorted (unsigned) and ``total_num_blocks > 0`` where ``block_sizes`` is 0.
+
+Not handled here (``supported=False``, the tensor program serves them): ``my_size >
+MAX_BUCKETS`` (the one-hot tile), no rows, ``P N``, ``L`` or the boundaries from ``2**31`` on.
+Launches: 3, variable blocks 5 (4 with one feature).
 """
 
 from __future__ import annotations
@@ -48,6 +53,13 @@ import triton.language as tl
 
 from fbgemm_npu.native._checks import check_on_device, validation_enabled
 from fbgemm_npu.native._triton import launch
+from fbgemm_npu.native._upload import upload
+from fbgemm_npu.native.fbgemm.bucketize._triton_block_math import (
+    _bucket,
+    _bucket_var,
+    _feature,
+    _row_start,
+)
 from fbgemm_npu.native.fbgemm.bucketize.block import TRITON_MAX_BUCKETS as MAX_BUCKETS
 
 __all__ = ["MAX_BUCKETS", "MAX_PROGRAMS", "block_bucketize_triton"]
@@ -63,75 +75,10 @@ Opt = torch.Tensor | None
 
 
 @triton.jit
-def _feature(r, rows_per_feature, batch, b_s, n_rows, n_feat, HAS_VBE: tl.constexpr,
-             BLOCK_T: tl.constexpr):  # fmt: skip
-    """Row ``r``'s feature: ``r // B``, or (VBE) ``#{t < T - 1 : cumsum(batch)[t] <= r}``."""
-    if HAS_VBE:
-        carry = 0
-        t = 0
-        lane = tl.arange(0, BLOCK_T)
-        for f0 in range(0, n_feat - 1, BLOCK_T):
-            f = f0 + lane
-            m = f < n_feat - 1
-            step = tl.load(batch + f * b_s, mask=m, other=0)
-            step = tl.minimum(tl.maximum(step, 0), n_rows).to(tl.int32)
-            t += tl.sum((m & (tl.cumsum(step, axis=0) + carry <= r)).to(tl.int32), axis=0)
-            carry += tl.sum(step, axis=0)
-    else:
-        t = r // rows_per_feature
-    return t
-
-
-@triton.jit
-def _bucket(x, b, graw, p, top):
-    """``(bucket int32 in [0, P), new index)`` of the module docstring's formulas, in signed
-    arithmetic of ``x``'s dtype (``top`` its max): a 910B's Triton has no unsigned types.
-
-    In range (``0 <= x < b G``) ``x`` is its own unsigned value.  Out of range, ``u divmod G``
-    for ``x < 0`` (``u = v + 2**(BITS-1)``, ``v = x + 2**(BITS-1) >= 0``): with ``2**(BITS-1) =
-    Kh G + Mh``, ``u // G = v // G + Kh + c`` and ``u % G = v % G + Mh - c G``, the carry ``c =
-    (v % G >= G - Mh)``; every step stays in range but the quotient's add for ``G = 1``, which
-    wraps to the bit pattern upstream stores."""
-    neg = x < 0
-    bs = tl.maximum(b, 0)
-    g = tl.maximum(graw, 1)
-    lb = tl.maximum(g // p, 1)
-    local = tl.maximum(bs * lb, 1)
-    inside = (x >= 0) & (x < bs * g)
-    xs = tl.where(inside, x, 0)
-    v = tl.where(neg, x + top + 1, x)
-    q1 = v // g
-    r1 = v % g
-    kh = top // g
-    mh = top % g + 1
-    full = mh == g
-    kh = tl.where(full, kh + 1, kh)
-    mh = tl.where(full, 0, mh)
-    carry = neg & (r1 >= g - mh)
-    qg = q1 + tl.where(neg, kh, 0) + carry.to(x.dtype)
-    rg = tl.where(neg, tl.where(carry, r1 - (g - mh), r1 + mh), r1)
-    bucket = tl.where(inside, xs // local, rg // lb)
-    new = tl.where(inside, xs % local, qg)
-    return tl.minimum(tl.maximum(bucket, 0), p - 1).to(tl.int32), new
-
-
-@triton.jit
-def _row_start(lengths, len_s, r0, n_idx, BLOCK_R: tl.constexpr):
-    """int32 sum of the lengths (clamped into ``[0, L]``) of rows ``[0, r0)``."""
-    start = 0
-    lane = tl.arange(0, BLOCK_R)
-    for f in range(0, r0, BLOCK_R):
-        j = f + lane
-        ln = tl.load(lengths + j * len_s, mask=j < r0, other=0)
-        start += tl.sum(tl.minimum(tl.maximum(ln, 0), n_idx).to(tl.int32), axis=0)
-    return start
-
-
-@triton.jit
 def _count_kernel(
-    lengths, len_s, x_ptr, x_s, blocks, blk_s, total, tot_s, batch, b_s, counts, starts, pflags,
-    n_rows, n_idx, n_feat, rows_per_feature, rows_per, p, top,
-    HAS_TOTAL: tl.constexpr, HAS_VBE: tl.constexpr,
+    lengths, len_s, x_ptr, x_s, blocks, blk_s, total, tot_s, batch, b_s, flat, table,
+    counts, starts, pflags, n_rows, n_idx, n_feat, rows_per_feature, rows_per, p, top,
+    HAS_TOTAL: tl.constexpr, HAS_VBE: tl.constexpr, VAR: tl.constexpr, STEPS: tl.constexpr,
     BLOCK_L: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_R: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
@@ -145,18 +92,25 @@ def _count_kernel(
         ln = tl.load(lengths + r * len_s)
         n = tl.minimum(tl.maximum(ln, 0), n_idx).to(tl.int32)
         end = start + n
-        last = (r == n_rows - 1) & (end != n_idx)
-        bad += ((ln < 0) | (ln > n_idx) | (end < 0) | (end > n_idx) | last).to(tl.int32)
+        tail = (r == n_rows - 1) & (end != n_idx)
+        bad += ((ln < 0) | (ln > n_idx) | (end < 0) | (end > n_idx) | tail).to(tl.int32)
         t = _feature(r, rows_per_feature, batch, b_s, n_rows, n_feat, HAS_VBE, BLOCK_R)
         b = tl.load(blocks + t * blk_s)
         graw = tl.load(total + t * tot_s) if HAS_TOTAL else b * 0 + p
+        if VAR:  # the feature's boundaries: flat[s0 : s0 + nb]
+            s0 = tl.load(table + t)
+            nb = tl.load(table + n_feat + t)
+            last = tl.load(flat + s0 + nb - 1)
         running = tl.zeros((BLOCK_P,), tl.int32)
         for i in range(0, n, BLOCK_L):
             k = i + lane
             e = start + k
             m = (k < n) & (e >= 0) & (e < n_idx)
             x = tl.load(x_ptr + e.to(tl.int64) * x_s, mask=m, other=0)
-            bucket, _ = _bucket(x, b, graw, p, top)
+            if VAR:
+                bucket, _ = _bucket_var(x, m, b, graw, p, top, flat, s0, nb, last, HAS_TOTAL, STEPS)
+            else:
+                bucket, _ = _bucket(x, b, graw, p, top)
             hot = (bucket[:, None] == ids[None, :]) & m[:, None]
             running += tl.sum(hot.to(tl.int32), axis=0)
         out = counts + ids * n_rows + r
@@ -168,9 +122,9 @@ def _count_kernel(
 
 @triton.jit
 def _scan_kernel(
-    counts, offs, pflags, n_prog, blocks, blk_s, total, tot_s, batch, b_s, flag,
+    counts, offs, pflags, n_prog, blocks, blk_s, total, tot_s, batch, b_s, flat, table, flag,
     n_cnt, n_rows, n_feat, p, top,
-    HAS_TOTAL: tl.constexpr, HAS_VBE: tl.constexpr, BLOCK: tl.constexpr,
+    HAS_TOTAL: tl.constexpr, HAS_VBE: tl.constexpr, VAR: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
     lane = tl.arange(0, BLOCK)
     carry = 0
@@ -184,11 +138,26 @@ def _scan_kernel(
     for f in range(0, n_prog, BLOCK):
         j = f + lane
         bad += tl.sum(tl.load(pflags + j, mask=j < n_prog, other=0), axis=0)
+    if VAR:  # each feature's boundaries sorted (unsigned: the sign bit flipped by adding MIN)
+        low = -top - 1
+        for t in range(0, n_feat):
+            s0 = tl.load(table + t)
+            pairs = tl.load(table + n_feat + t) - 1
+            for i in range(0, pairs, BLOCK):
+                k = i + lane
+                m = k < pairs
+                a = tl.load(flat + s0 + k, mask=m, other=0) + low
+                c = tl.load(flat + s0 + k + 1, mask=m, other=0) + low
+                bad += tl.sum((m & (a > c)).to(tl.int32), axis=0)
     for f in range(0, n_feat, BLOCK):
         j = f + lane
         m = j < n_feat
         b = tl.load(blocks + j * blk_s, mask=m, other=0)
-        if HAS_TOTAL:  # G a positive multiple of P, 0 <= b and b G <= max
+        if VAR:  # G > 0 where b == 0 (its division by G)
+            wrong = (b < 0) & (b > 0)  # nothing, without total_num_blocks
+            if HAS_TOTAL:
+                wrong = (tl.load(total + j * tot_s, mask=m, other=1) <= 0) & (b == 0)
+        elif HAS_TOTAL:  # G a positive multiple of P, 0 <= b and b G <= max
             g = tl.load(total + j * tot_s, mask=m, other=p)
             wrong = (g != tl.maximum(g // p, 1) * p) | (b < 0) | (b > top // tl.maximum(g, 1))
         else:  # 0 <= b <= max // P
@@ -211,12 +180,13 @@ def _scan_kernel(
 
 @triton.jit
 def _scatter_kernel(
-    lengths, len_s, x_ptr, x_s, blocks, blk_s, total, tot_s, batch, b_s, keep, keep_s,
-    starts, offs, new_idx, w, w_s0, w_s1, new_w, pos_out, unb, mapping,
+    lengths, len_s, x_ptr, x_s, blocks, blk_s, total, tot_s, batch, b_s, flat, table, keep,
+    keep_s, starts, offs, new_idx, w, w_s0, w_s1, new_w, pos_out, unb, mapping,
     n_rows, n_idx, n_feat, rows_per_feature, rows_per, p, top, cols,
     HAS_TOTAL: tl.constexpr, HAS_VBE: tl.constexpr, HAS_KEEP: tl.constexpr,
     KEEP_ALL: tl.constexpr, HAS_W: tl.constexpr, HAS_POS: tl.constexpr, HAS_UNB: tl.constexpr,
-    HAS_MAP: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_P: tl.constexpr,
+    HAS_MAP: tl.constexpr, VAR: tl.constexpr, STEPS: tl.constexpr, BLOCK_L: tl.constexpr,
+    BLOCK_P: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
@@ -231,13 +201,22 @@ def _scatter_kernel(
         t = _feature(r, rows_per_feature, batch, b_s, n_rows, n_feat, HAS_VBE, BLOCK_R)
         b = tl.load(blocks + t * blk_s)
         graw = tl.load(total + t * tot_s) if HAS_TOTAL else b * 0 + p
+        if VAR:
+            s0 = tl.load(table + t)
+            nb = tl.load(table + n_feat + t)
+            last = tl.load(flat + s0 + nb - 1)
         running = tl.zeros((BLOCK_P,), tl.int32)
         for i in range(0, n, BLOCK_L):
             k = i + lane
             e = start + k
             m = (k < n) & (e >= 0) & (e < n_idx)
             x = tl.load(x_ptr + e.to(tl.int64) * x_s, mask=m, other=0)
-            bucket, new = _bucket(x, b, graw, p, top)
+            if VAR:
+                bucket, new = _bucket_var(
+                    x, m, b, graw, p, top, flat, s0, nb, last, HAS_TOTAL, STEPS
+                )
+            else:
+                bucket, new = _bucket(x, b, graw, p, top)
             if KEEP_ALL:
                 new = x
             if HAS_KEEP:
@@ -275,6 +254,26 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t if t.dtype == want else t.view(want)
 
 
+def _boundaries(
+    pos: list[torch.Tensor], spare: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(flat, table, steps)``: every feature's boundaries back to back (one ``cat``; none for
+    one feature), ``table = [starts (T), sizes (T)]`` int32 laid out on the host from the shapes
+    and uploaded (pinned, non-blocking: one copy, no stall), the binary search's rounds.  No
+    variable blocks: ``spare`` for both (never read), 1 round."""
+    if not pos:
+        return spare, spare, 1
+    sizes = [t.numel() for t in pos]
+    flat = (
+        pos[0].reshape(-1).contiguous()
+        if len(pos) == 1
+        else torch.cat([t.reshape(-1) for t in pos])
+    )
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    table = upload(starts + sizes, torch.int32, flat.device)
+    return flat, table, max(sizes).bit_length()
+
+
 def block_bucketize_triton(
     op: str,
     lengths: torch.Tensor,
@@ -285,6 +284,7 @@ def block_bucketize_triton(
     weights_dim: int | None,
     batch: Opt,
     total: Opt,
+    pos: list[torch.Tensor],
     keep: Opt,
     keep_all: bool,
     flags: tuple[bool, bool, bool],
@@ -292,7 +292,8 @@ def block_bucketize_triton(
     alloc: object,
 ) -> tuple[Opt, ...]:
     """The block op on the three kernels: flat ``lengths`` (``N >= 1``), ``x`` (``L``),
-    ``blocks`` / ``batch`` / ``total`` / ``keep`` (``T``); ``flags`` = (sequence,
+    ``blocks`` / ``batch`` / ``total`` / ``keep`` (``T``), ``pos`` the variable blocks' boundaries
+    (empty: uniform blocks); ``flags`` = (sequence,
     bucketize_pos, return_bucket_mapping); ``shapes`` = (indices', weights' shape); ``alloc``
     the context naming ``my_size`` when the counts cannot be allocated.  Returns the six
     outputs of :func:`.block.block_bucketize`."""
@@ -314,11 +315,12 @@ def block_bucketize_triton(
     rows_per_feature = max(n // max(n_feat, 1), 1)
     tot = blocks if total is None else total
     bat = lengths if batch is None else batch
-    per_feature = (blocks, blocks.stride(0), tot, tot.stride(0), bat, bat.stride(0))
-    consts = {"HAS_TOTAL": total is not None, "HAS_VBE": batch is not None}
+    flat, table, steps = _boundaries(pos, starts)
+    per_feature = (blocks, blocks.stride(0), tot, tot.stride(0), bat, bat.stride(0), flat, table)
+    consts = {"HAS_TOTAL": total is not None, "HAS_VBE": batch is not None, "VAR": bool(pos)}
     args = (lengths, lengths.stride(0), x, x.stride(0), *per_feature, counts, starts, pflags)
     args += (n, n_idx, n_feat, rows_per_feature, rows_per, p, top)
-    meta = {"BLOCK_L": block_l, "BLOCK_P": block_p, "BLOCK_R": BLOCK}
+    meta = {"STEPS": steps, "BLOCK_L": block_l, "BLOCK_P": block_p, "BLOCK_R": BLOCK}
     launch("bucketize_count", _count_kernel, (grid,), *args, **consts, **meta)
     args = (counts, offs, pflags, grid, *per_feature, flag, n * p, n, n_feat, p, top)
     launch("bucketize_scan", _scan_kernel, (1,), *args, **consts, BLOCK=BLOCK)
@@ -327,7 +329,11 @@ def block_bucketize_triton(
             f"argument 'lengths' must be non-negative and sum to indices.numel() = {n_idx}",
             f"argument 'block_sizes' must be in [0, {top // p}] (b * my_size <= {top})",
         ]
-        if total is not None:
+        if pos:
+            what[1:] = ["argument 'block_bucketize_pos' must hold each feature's boundaries sorted"]
+            if total is not None:
+                what.append("argument 'total_num_blocks' must be positive where block_sizes is 0")
+        elif total is not None:
             what[1:] = [
                 f"argument 'total_num_blocks' must hold positive multiples of my_size = {p}",
                 f"argument 'block_sizes' must be non-negative with b * total_num_blocks <= {top}",

@@ -84,8 +84,9 @@ def block_bucketize(
     keep_orig_idx_per_feature = (
         None if keep_orig_idx_per_feature is None else keep_orig_idx_per_feature.reshape(-1)
     )
-    # uniform blocks, sizes below 2**31: 3 launches, the data checks in the kernels (_triton_block)
-    fits = not pos and n > 0 and p_size <= TRITON_MAX_BUCKETS and max(n * p_size, n_idx) < 2**31
+    # sizes below 2**31: 3 launches (variable blocks 5), the checks in the kernels (_triton_block)
+    sizes = max(n * p_size, n_idx, sum(t.numel() for t in pos))
+    fits = n > 0 and p_size <= TRITON_MAX_BUCKETS and sizes < 2**31
     if use_triton(op, x.device, supported=fits):
         from fbgemm_npu.native.fbgemm.bucketize._triton_block import block_bucketize_triton
 
@@ -99,6 +100,7 @@ def block_bucketize(
             weights_dim,
             batch,
             total,
+            pos,
             keep_orig_idx_per_feature,
             keep_orig_idx and keep_orig_idx_per_feature is None,
             (sequence, bucketize_pos, return_bucket_mapping),

@@ -77,15 +77,24 @@ _TRAINING_PATHS = {
     _BOTH_EVERY: 67,
 }
 
-# The fused Triton path of the block ops (uniform blocks; _triton_block.py): count, scan and
-# scatter kernels, 3 launches on every path it serves; a ceiling adds the copy of its
+# The fused Triton path of the block ops (_triton_block.py): count, scan and scatter kernels,
+# 3 launches on every uniform path; variable blocks add the boundaries' cat (none for one
+# feature: 4) and the upload of their [starts, sizes] table: 5; a ceiling adds the copy of its
 # non-contiguous lengths (read flat).  Its data checks are computed by the kernels (a flag per
 # program, reduced by the scan kernel) and queued from a view of one byte: 0 launches more.
 # "call" holds every uniform path but the ceilings (weights, VBE, sequence, ... cost the same).
-_TRITON = {"call": 3, _UNIFORM_EVERY: 4, _TOTAL_EVERY: 4}
+_TRITON = {
+    "call": 3,
+    _UNIFORM_EVERY: 4,
+    _TOTAL_EVERY: 4,
+    "block_bucketize_pos": 5,
+    _BOTH: 5,
+    _POS_EVERY: 6,
+    _BOTH_EVERY: 6,
+}
 _TRITON_NOTE = (
-    "; Triton path (uniform blocks): 3 launches (count, scan, scatter), checks in the kernels; "
-    "block_bucketize_pos and my_size > 1024 keep the tensor program"
+    "; Triton path: 3 launches (count, scan, scatter; variable blocks 5), checks in the "
+    "kernels; my_size > 1024 keeps the tensor program"
 )
 
 BUDGETS: dict[str, Budget] = {
