@@ -186,6 +186,28 @@ def test_edges() -> None:
     fbgemm_npu.check()
 
 
+@pytest.mark.parametrize("pooling", [SUM, MEAN, NONE])
+def test_programs_loop_over_work_items(pooling: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fewer programs than bags and index blocks (the grid's cap): each program loops over its
+    items and the output, state and data check are the same."""
+    from fbgemm_npu.native.fbgemm.tbe import _triton_forward
+
+    monkeypatch.setattr(_triton_forward, "GRID_LIMIT", 3)
+    lay = ONE_D if pooling == NONE else MIXED_D
+    idx, off = draw(lay, 4, 3, seed=5, tail=2)
+    W = torch.randn(lay.numel)
+    with count("npu") as c:
+        out, state = run("triton", "npu", lay, W, idx, off, pooling, None, F32, True)
+    assert c.launch_ops[-2:] == ["triton.tbe_forward", "aten.all.default"]
+    ref_out, ref_state = run("tensor", "npu", lay, W, idx, off, pooling, None, F32, True)
+    close(out, ref_out, 1e-6)
+    assert_same_state(state, ref_state)
+    idx[1] = -1
+    run("triton", "npu", lay, W, idx, off, pooling, None, F32, True)
+    with pytest.raises(RuntimeError, match="argument 'indices' holds an index outside"):
+        fbgemm_npu.check()
+
+
 @pytest.mark.parametrize("pooling", [SUM, NONE])
 @pytest.mark.parametrize("bad", ["past_table", "minus_one", "decreasing", "start", "end"])
 def test_data_check(pooling: int, bad: str) -> None:
