@@ -1,0 +1,235 @@
+"""The calls :mod:`fbgemm_npu.testing.triton_aot` records: each op's Triton path once, on small
+CPU tensors (simulated npu ones where autograd runs), so that every kernel of every
+``_triton_*.py`` module is launched at least once, in the dtypes / flags its wrapper specialises
+on (pooling modes, index and offset widths, float widths, optional weights, gradients).
+
+The bench's probes (bench/triton_probes.py, their ``quick`` sizes) plus variants.  A probe calls
+a registered kernel function directly, under ``kernel_mode("triton")`` (set by the caller).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from fbgemm_npu.testing.triton_aot import ROOT, kernel_files, module_of
+
+__all__ = ["PROBES", "describe", "recording", "run_probes", "triton_type"]
+
+
+_TYPES = {
+    "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
+    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1",
+}  # fmt: skip
+
+
+def triton_type(value: Any) -> str:
+    """The type Triton's JIT gives a non-constexpr argument."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return "*" + _TYPES[str(value.dtype).removeprefix("torch.")]
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if -(2**31) <= value < 2**31 else "i64" if value < 2**63 else "u64"
+    if isinstance(value, float):
+        return "fp32"
+    raise TypeError(f"no Triton type for an argument of type {type(value).__name__}")
+
+
+def _constexpr_value(value: Any) -> Any:
+    import triton.language as tl
+
+    if isinstance(value, tl.dtype):
+        return {"tl.dtype": str(value)}
+    if isinstance(value, tl.constexpr):
+        return _constexpr_value(value.value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"constexpr value {value!r} cannot be recorded")
+
+
+def describe(kernel: Any, grid: tuple[int, ...], args: tuple, meta: dict) -> dict[str, Any]:
+    """One launch as plain data: kernel id, grid, signature and constexprs (by parameter)."""
+    fn = kernel.fn  # InterpretedFunction and JITFunction both keep the Python function
+    signature, constexprs = {}, {}
+    params = list(inspect.signature(fn).parameters.values())
+    for i, p in enumerate(params):
+        value = args[i] if i < len(args) else meta.get(p.name, p.default)
+        if value is inspect.Parameter.empty:
+            raise TypeError(f"{fn.__name__}: no value for parameter {p.name}")
+        if "constexpr" in str(p.annotation) or value is None:
+            signature[p.name] = "constexpr"
+            constexprs[p.name] = _constexpr_value(value)
+        else:
+            signature[p.name] = triton_type(value)
+    grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
+    return {"kernel": f"{fn.__module__}:{fn.__name__}", "grid": list(grid),
+            "signature": signature, "constexprs": constexprs}  # fmt: skip
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[dict[str, Any]]]:
+    """Wrap ``launch`` (in ``_triton`` and every kernel module that imported it by name) so
+    each launch is described, then run as before."""
+    from fbgemm_npu.native import _triton
+
+    original = _triton.launch
+    launches: list[dict[str, Any]] = []
+
+    def recorded(name: str, kernel: Any, grid: tuple[int, ...], *args: Any, **meta: Any) -> None:
+        if all(g > 0 for g in grid):
+            launches.append({"name": name, **describe(kernel, grid, args, meta)})
+        original(name, kernel, grid, *args, **meta)
+
+    patched = [m for m in list(sys.modules.values()) if getattr(m, "launch", None) is original]
+    for m in patched:
+        m.launch = recorded
+    try:
+        yield launches
+    finally:
+        for m in patched:
+            m.launch = original
+
+
+def _bench_probe(name: str) -> Callable[[], Any]:
+    def run() -> Any:
+        import torch
+
+        from bench.triton_probes import PROBES as BENCH
+
+        (probe,) = [p for p in BENCH if p.op == name]
+        return probe.build(torch.device("cpu"), True).run()
+
+    return run
+
+
+def _tbe_forward(pooling: int, wdt: str, odt: str, idt: str, weighted: bool) -> Callable[[], Any]:
+    def run() -> Any:
+        import torch
+
+        from fbgemm_npu.native.fbgemm.tbe._utils import get_plan
+        from fbgemm_npu.native.fbgemm.tbe.forward import tbe_forward
+
+        op = "fbgemm::split_embedding_codegen_lookup_sgd_function_pt2"
+        dims, rows, b = ([8, 8], [5, 7], 3) if pooling == 2 else ([8, 16], [5, 7], 3)
+        sizes = [d * r for d, r in zip(dims, rows, strict=True)]
+        d_off = torch.tensor([0, dims[0], dims[0] + dims[1]])
+        plan = get_plan(op, d_off, torch.tensor([0, sizes[0]]), weights_numel=sum(sizes))
+        lengths = torch.tensor([2, 0, 3, 1, 4, 2])
+        idx = torch.cat([torch.arange(int(n)) % 5 for n in lengths]).to(getattr(torch, idt))
+        off = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)]).to(idx.dtype)
+        w = torch.randn(sum(sizes)).to(getattr(torch, wdt))
+        psw = torch.rand(idx.numel()) if weighted else None
+        return tbe_forward(op, plan, w, idx, off, pooling, psw, getattr(torch, odt))
+
+    return run
+
+
+def _jagged(dtype: str, wide: bool) -> Callable[[], Any]:
+    def run() -> Any:
+        import torch
+
+        from fbgemm_npu.native.fbgemm.jagged import to_dense, to_jagged
+
+        lengths = torch.tensor([3, 0, 5, 2])
+        offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
+        offsets = offsets if wide else offsets.int()
+        values = (torch.randn(10, 8) * 10).to(getattr(torch, dtype))
+        to_dense.jagged_to_padded_dense_forward_npu(values, [offsets], [4], 0.0)
+        dense = (torch.randn(4, 4, 8) * 10).to(getattr(torch, dtype))
+        return to_jagged.dense_to_jagged_forward_npu(dense, [offsets], 10)
+
+    return run
+
+
+def _permute_grad(dtype: str, wide: bool) -> Callable[[], Any]:
+    def run() -> Any:
+        import torch
+
+        import fbgemm_npu  # noqa: F401  (registers the ops and the simulated npu)
+
+        dt = getattr(torch, dtype)
+        lengths = torch.tensor([[1, 2, 0], [3, 0, 1], [2, 2, 2], [0, 1, 0]]).to("npu")
+        n = int(lengths.sum())
+        v = torch.randn(n).to(dt).to("npu").requires_grad_()
+        w = torch.randn(n, *((2,) if wide else ())).to(dt).to("npu").requires_grad_()
+        perm = torch.tensor([2, 0, 3]).to("npu")
+        out = torch.ops.fbgemm.permute_2D_sparse_data(perm, lengths, v, w)
+        (out[1].sum() + out[2].sum()).backward()
+
+    return run
+
+
+def _bucketize(idt: str, sequence: bool, pos: bool, weights: bool) -> Callable[[], Any]:
+    def run() -> Any:
+        import torch
+
+        from fbgemm_npu.native.fbgemm.bucketize import bucketize
+
+        dt = getattr(torch, idt)
+        lengths = torch.tensor([2, 0, 3, 1, 4, 2]).to(dt)
+        indices = torch.tensor([1, 7, 0, 12, 19, 3, 5, 18, 2, 9, 11, 4]).to(dt)
+        blocks = torch.tensor([10, 10, 10]).to(dt)
+        w = torch.rand(12) if weights else None
+        return bucketize.block_bucketize_sparse_features_npu(
+            lengths, indices, pos, sequence, blocks, 2, w
+        )
+
+    return run
+
+
+def _hstu(dtype: str, mask_type: int) -> Callable[[], Any]:
+    def run() -> Any:
+        import torch
+
+        from fbgemm_npu.native.mxrec.hstu import hstu_dense as h
+
+        dt = getattr(torch, dtype)
+        q, k, v, g = (torch.randn(1, 32, 2, 16).to(dt) for _ in range(4))
+        h.hstu_dense(q, k, v, None, None, mask_type)
+        return h.hstu_dense_backward(g, q, k, v, None, None, mask_type)
+
+    return run
+
+
+# (label, call): each op's Triton path on CPU tensors (npu ones for autograd), small sizes.
+PROBES: list[tuple[str, Callable[[], Any]]] = [
+    *((f"bench {n}", _bench_probe(n)) for n in (
+        "tbe forward", "tbe fwd+bwd sgd", "tbe fwd+bwd rowwise_adagrad", "tbe fwd+bwd adam",
+        "jagged_to_padded_dense", "dense_to_jagged", "permute_2D_sparse_data",
+        "block_bucketize_sparse_features", "hstu_dense forward", "hstu_dense backward")),
+    ("tbe MEAN fp16->bf16 i32 weighted", _tbe_forward(1, "float16", "bfloat16", "int32", True)),
+    ("tbe NONE bf16->fp16", _tbe_forward(2, "bfloat16", "float16", "int64", False)),
+    ("jagged fp16 i32 offsets", _jagged("float16", False)),
+    ("jagged int64 values", _jagged("int64", True)),
+    ("permute grad bf16", _permute_grad("bfloat16", False)),
+    ("permute grad fp32 2-D weights", _permute_grad("float32", True)),
+    ("bucketize i32 pos", _bucketize("int32", True, True, True)),
+    ("bucketize i64 no sequence", _bucketize("int64", False, False, False)),
+    ("hstu bf16 no mask", _hstu("bfloat16", 0)),
+]  # fmt: skip
+
+
+def run_probes() -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Every probe under ``kernel_mode("triton")``: the launches, and the probes that failed."""
+    from fbgemm_npu.native import _triton
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    for path in kernel_files():  # imported first, so recording() finds their `launch`
+        importlib.import_module(module_of(path))
+    failed: dict[str, str] = {}
+    with recording() as launches:
+        for label, call in PROBES:
+            try:
+                with _triton.kernel_mode("triton"):
+                    call()
+            except Exception as e:  # reported by the test (a probe that no longer runs)
+                failed[label] = f"{type(e).__name__}: {e}"[:300]
+    return launches, failed
