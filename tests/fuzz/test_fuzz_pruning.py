@@ -229,10 +229,12 @@ def _special(data: Any, which: str, args: list, rows: list[int]) -> tuple[str, l
         args[-1] = torch.zeros(1, dtype=torch.int64)
         return "no table", args, len(args) - 1
     if which == "insert":
-        if data.draw(st.booleans(), label="full"):
-            n = args[0].numel()
-            args[3] = torch.full((max(n // 2, 1), 2), -1, dtype=torch.int64)
-            args[4] = torch.tensor([0, *([max(n // 2, 1)] * (len(rows)))])
+        first = args[1][: rows[0]]  # table 0's dense rows; the others get no capacity
+        kept = int((first != -1).sum())
+        if kept >= 2 and data.draw(st.booleans(), label="full"):
+            cap = data.draw(st.integers(1, kept - 1), label="capacity")
+            args[3] = torch.full((cap, 2), -1, dtype=torch.int64)
+            args[4] = torch.tensor([0, *([cap] * len(rows))])
             return "full table", args, 3
         args[1] = args[1][:-1] if args[1].numel() else torch.zeros(2, dtype=args[1].dtype)
         return "dense length", args, 1
