@@ -6,10 +6,11 @@ same tables -- on npu under ``kernel_mode("triton")`` (the fused kernel), on npu
 ``kernel_mode("tensor")`` (the tensor program), and the oracle: upstream's CPU module where its
 CPU build runs the optimizer (SGD, AdaGrad, rowwise AdaGrad), else the float64 reference of
 ``conformance/specs/fbgemm/tbe/reference.py`` -- and compares outputs, weights and optimizer
-states after each step; the Triton path must have run (a ``triton.tbe_backward_step`` launch per
-table class and step).  Batches repeat rows inside a bag and across bags (de-duplication), hold
-empty bags, and come with int64 or int32 indices.  CPU tensors: our registered autograd kernel
-called on a CPU module's lookups (torch.ops.fbgemm on the CPU dispatches to upstream).
+states after each step; the Triton path must have run (one ``triton.tbe_backward_step`` launch
+per step, whatever the number of table classes).  Batches repeat rows inside a bag and across
+bags (de-duplication), hold empty bags, and come with int64 or int32 indices.  CPU tensors: our
+registered autograd kernel called on a CPU module's lookups (torch.ops.fbgemm on the CPU
+dispatches to upstream).
 """
 
 from __future__ import annotations

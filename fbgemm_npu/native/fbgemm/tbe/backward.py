@@ -41,6 +41,11 @@ to the buffer's dtype before the difference is taken, so a row ends exactly at i
 whenever old and new are within a factor of two of each other (Sterbenz), and within one rounding
 otherwise.
 
+Where Triton is chosen (``native/_triton.py``; :func:`triton_backward` says which calls), the
+fused kernels of :mod:`._triton_backward` replace steps 2-4 and the optimizer's tensor program:
+a key kernel, the sort of step 1 and one kernel that sums and updates each touched row once, for
+every class at once (3 launches per call).
+
 Launches (one class, non-VBE, SUM, fp32 gradient, keys below ``2**24``): the float key, sort,
 permute, the run ids (``fill_``, a compare, ``cumsum``), the run starts (``index_add``,
 ``cumsum``), _embedding_bag, index_put, the skip mask (10; two-digit keys: 7 more); the
