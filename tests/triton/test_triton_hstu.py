@@ -4,11 +4,11 @@ under Triton's interpreter, hooked at the tile program so every op built on it r
 * parity: each op under ``kernel_mode("triton")`` against the float64 references written from
   the math (conformance/specs/mxrec/hstu/reference.py, its hstu_v2 and fbgemm/hstu_varlen
   siblings) and against the tensor program (``kernel_mode("tensor")``): outputs, gradients of
-  q, k, v and the bias, on npu and CPU tensors: causal, none, the custom mask, context and targets (group
-  sizes 0, 1, 2), windows (max_attn_len), arbitrary intervals shared and per head, rab with alpha
-  and scale, GQA, rab heads shared by q heads (the summed dbias), rab padded past the keys,
-  q shorter than k, an empty sequence, non-contiguous inputs, 16-row blocks (several blocks per
-  sequence: the key-block skipping of causal rows and windows);
+  q, k, v and the bias, on npu and CPU tensors: causal, none, the custom mask, context and
+  targets (group sizes 0, 1, 2), windows (max_attn_len), arbitrary intervals shared and per
+  head, rab with alpha and scale, GQA, rab heads shared by q heads (the summed dbias), rab
+  padded past the keys, q shorter than k, an empty sequence, non-contiguous inputs, 16-row
+  blocks (several blocks per sequence: the key-block skipping of causal rows and windows);
 * budgets: ``assert_triton_budget`` per op and label, exact;
 * fallback: ``auto`` runs the tensor program (no ``triton.*`` launch); what the kernels do not
   take (float64, a head dim over 256) runs it under ``triton`` too.
@@ -345,3 +345,15 @@ def test_unsupported_calls_fall_back_under_triton(case: str) -> None:
         out = fn()
     assert not [n for n in c.launch_ops if n.startswith("triton.")], c.launch_ops
     _close(out.double().cpu(), ref.double(), torch.float32)
+
+
+def test_grids_over_65535_programs_are_not_taken() -> None:
+    """One program per block of rows of a (batch, head): 65535 in all at most (Ascend's coreDim);
+    sizes only are read (stride-0 stand-ins, nothing runs)."""
+
+    def problem(batch: int) -> _attention.Problem:
+        q = torch.zeros(1, 16, 1, 16).expand(batch, 16, 2, 16)
+        return _attention.Problem(q, q, q, None)
+
+    assert _attention.triton_supported(problem(32767))  # 1 block of 16 rows x 65534
+    assert not _attention.triton_supported(problem(32768))

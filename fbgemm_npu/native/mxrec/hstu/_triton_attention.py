@@ -11,10 +11,11 @@ more than 8 key intervals a row, spans of other than 1 or ``N_q`` heads, ``B * N
 ``mxrec::hstu_fuxi`` (its own program beside this one).  Their padded gathers, key intervals and
 the gathers back stay tensor programs (the ops' setup: budgets.py ``triton``).
 
-Block sizes: ``BLOCK_M = BLOCK_N = 64`` for head dims up to 64, 32 above (the live tiles of one
-program -- q, k, v, the accumulators, one score tile -- stay within ~64 KB of an Ascend core's
-192 KB unified buffer at D = 128), and at most the padded sequence (16 at least: ``tl.dot``'s
-smallest tile); :data:`BLOCK` forces one (tests: several blocks per sequence).  Outputs are
+Block sizes: ``_attention.triton_block`` (64 rows for head dims up to 64, 32 above: the live
+tiles of one program -- q, k, v, the accumulators, one score tile -- stay within ~64 KB of an
+Ascend core's 192 KB unified buffer at D = 128); :data:`BLOCK` forces one (tests: several
+blocks per sequence).  Grids: one program per block of rows of a (batch, head), at most 65535
+in all (``triton_supported``; Ascend runs those beyond its 20-40 cores in waves).  Outputs are
 allocated with ``torch.empty`` (no launch): every kernel writes every element of its outputs.
 """
 
@@ -24,7 +25,7 @@ import torch
 import triton
 
 from fbgemm_npu.native._triton import interpreting, launch
-from fbgemm_npu.native.mxrec.hstu._attention import Problem
+from fbgemm_npu.native.mxrec.hstu._attention import Problem, triton_block
 from fbgemm_npu.native.mxrec.hstu._triton_bwd import hstu_dkdv_kernel, hstu_dq_kernel
 from fbgemm_npu.native.mxrec.hstu._triton_fwd import hstu_fwd_kernel
 
@@ -34,9 +35,7 @@ BLOCK: int | None = None  # a power of two >= 16 forces BLOCK_M = BLOCK_N (tests
 
 
 def _blocks(p: Problem) -> dict[str, int | str]:
-    d = max(p.q.size(3), p.v.size(3))
-    s = max(p.q.size(1), p.k.size(1))
-    block = BLOCK or min(64 if d <= 64 else 32, max(16, triton.next_power_of_2(s)))
+    block = BLOCK or triton_block(p)
     return {
         "BLOCK_M": block,
         "BLOCK_N": block,
