@@ -39,7 +39,8 @@ class Budget:
     checks off, per label (``"call"``: the main path; other labels name argument paths); the
     data checks add ``checks`` as on the tensor path (they are shared), or ``triton_checks``
     where the Triton path checks the data in its own kernel (a flag per program, then a cheaper
-    reduction than the tensor path's).
+    reduction than the tensor path's); ``triton_path_checks`` per label where it differs (a
+    backward that checks nothing: 0).
     ``target``: the catalogue's target (docs/ops.md) where ``launches`` exceeds it, and ``note``
     says why and what would close the gap; a budget is never loosened silently.
     """
@@ -59,6 +60,7 @@ class Budget:
     path_setup: Mapping[str, int] = field(default_factory=dict)
     triton: Mapping[str, int] = field(default_factory=dict)
     triton_checks: int | None = None
+    triton_path_checks: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.target is not None and self.launches <= self.target:
@@ -90,6 +92,7 @@ class Budget:
         if label not in self.triton:
             raise KeyError(f"Budget: no Triton path {label!r}; known: {sorted(self.triton)}")
         checks = self.checks if self.triton_checks is None else self.triton_checks
+        checks = self.triton_path_checks.get(label, checks)
         return self.triton[label] + (checks if validating else 0)
 
     def ai_cpu_limit(self, path: str | None = None) -> int | None:

@@ -86,8 +86,7 @@ def _budget_case(opt: O, label: str) -> counters.Counter:
 
 @pytest.mark.parametrize("label", list(LABELS))
 def test_rowwise_adagrad_triton_budget(label: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the backward has no data checks; Budget.triton_checks is the forward's: count checks off
-    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "0")
+    # the backward has no data checks (its labels' triton_path_checks are 0): checks on
     if label.startswith("tensor_forward"):
         from fbgemm_npu.native.fbgemm.tbe import forward
 
@@ -98,8 +97,9 @@ def test_rowwise_adagrad_triton_budget(label: str, monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.parametrize("opt", [o for o in LOOKUPS if o != RWA], ids=lambda o: LOOKUPS[o])
-def test_optimizer_triton_budget(opt: O, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", "0")
+@pytest.mark.parametrize("validate", ["1", "0"])
+def test_optimizer_triton_budget(opt: O, validate: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FBGEMM_NPU_VALIDATE", validate)
     _budget_case(opt, "backward")
     if opt in (SGD, O.ADAM):
         _budget_case(opt, "two_class_backward")

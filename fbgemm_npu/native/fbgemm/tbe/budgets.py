@@ -90,7 +90,7 @@ _TRITON_CHECKS = 1
 # first: 4.  Per-sample weights that require grad get their gradient from the same two kernels
 # (zeros from the key kernel, each member's dot with its row before the update from the step
 # kernel): weight_grad_backward 3.  The backward has no data checks (triton_checks is the
-# forward's: measured with the checks off).  VBE, global weight decay, Adam's rowwise bias
+# label's triton_path_checks is 0).  VBE, global weight decay, Adam's rowwise bias
 # correction and a device learning rate run the tensor program.
 _TRITON_BACKWARD = {
     "backward": 3,
@@ -122,6 +122,7 @@ def _lookup(paths: dict[str, int], note: str = "", triton: dict[str, int] | None
         note=note,
         triton={**_TRITON_FORWARD, **(triton or {})},
         triton_checks=_TRITON_CHECKS,
+        triton_path_checks={p: 0 for p in {**_TRITON_BACKWARD, **(triton or {})} if "back" in p},
     )
 
 
