@@ -44,8 +44,9 @@ unsigned   unsigned integer arithmetic on 32 / 64-bit values (``arith.*ui``,  [o
 dot        ``tt.dot`` operands other than f16 / bf16 / f32 / i8               [outline]
 f64        any f64 value (no fp64 column in the op table; fp64 atomics absent) [outline]
 trans64    ``tt.trans`` of an i64 tensor (permute / trans: int64 "x")         [outline]
-grid       a launch whose grid has a dimension or a product (coreDim) over   [grid] [coredim]
-           65535
+grid       a launch whose grid has a dimension over 65535                    [grid]
+coredim    a launch whose grid's product (coreDim) is over 65535 (at the     [coredim] [grid]
+           recorded sizes and at production sizes, dry launches)
 ========== ================================================================= =================
 
 [atomic] https://gitcode.com/Ascend/triton-ascend/blob/main/docs/zh/triton_api/Atomic_Ops/atomic_add.md
@@ -285,16 +286,18 @@ def source_findings(path: Path) -> list[Finding]:
 
 
 def grid_findings(launches: list[dict[str, Any]]) -> list[Finding]:
-    """Recorded grids with a dimension or a product (Ascend's coreDim) over 65535."""
+    """Recorded grids with a dimension (``grid``) or a product (``coredim``, Ascend's coreDim)
+    over 65535, at the host wrapper's launch line."""
     found = set()
     for launch in launches:
         grid, size = launch["grid"], 1
         for g in grid:
             size *= g
-        if max(grid) > GRID_MAX or size > GRID_MAX:
-            mod = launch["kernel"].split(":")[0]
-            found.add(Finding(mod.replace(".", "/") + ".py", 0, "grid",
-                              f"{launch['kernel']}: grid {grid}"))  # fmt: skip
+        file, _, line = launch.get("site", launch["kernel"].split(":")[0] + ":0").rpartition(":")
+        for rule, bad in (("grid", max(grid) > GRID_MAX), ("coredim", size > GRID_MAX)):
+            if bad:
+                detail = f"{launch['kernel']}: grid {grid} (product {size}) > {GRID_MAX}"
+                found.add(Finding(_rel(file), int(line), rule, detail))
     return sorted(found, key=str)
 
 
@@ -302,10 +305,12 @@ def main(argv: list[str]) -> int:
     """``record OUT.json`` (needs TRITON_INTERPRET=1) or ``compile IN.json DIR`` (needs it
     unset): see the module docstring."""
     if argv[:1] == ["record"]:
-        from fbgemm_npu.testing.triton_aot_probes import run_probes
+        from fbgemm_npu.testing.triton_aot_probes import run_probes, run_scale_probes
 
         launches, failed = run_probes()
-        Path(argv[1]).write_text(json.dumps({"launches": launches, "failed": failed}))
+        scale, scale_failed = run_scale_probes()
+        out = {"launches": launches, "failed": {**failed, **scale_failed}, "scale": scale}
+        Path(argv[1]).write_text(json.dumps(out))
         return 0
     if argv[:1] == ["compile"]:
         if str(ROOT) not in sys.path:

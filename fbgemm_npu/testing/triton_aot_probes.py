@@ -18,7 +18,10 @@ from typing import Any
 
 from fbgemm_npu.testing.triton_aot import ROOT, kernel_files, module_of
 
-__all__ = ["PROBES", "describe", "recording", "run_probes", "triton_type"]
+__all__ = [
+    "PROBES", "SCALE_PROBES", "describe", "recording", "run_probes", "run_scale_probes",
+    "triton_type",
+]  # fmt: skip
 
 
 _TYPES = {
@@ -74,9 +77,10 @@ def describe(kernel: Any, grid: tuple[int, ...], args: tuple, meta: dict) -> dic
 
 
 @contextlib.contextmanager
-def recording() -> Iterator[list[dict[str, Any]]]:
+def recording(run: bool = True) -> Iterator[list[dict[str, Any]]]:
     """Wrap ``launch`` (in ``_triton`` and every kernel module that imported it by name) so
-    each launch is described, then run as before."""
+    each launch is described, then run as before (``run=False``: not run, a dry call that only
+    shows the grids the host computes at sizes the interpreter could not run)."""
     from fbgemm_npu.native import _triton
 
     original = _triton.launch
@@ -84,8 +88,11 @@ def recording() -> Iterator[list[dict[str, Any]]]:
 
     def recorded(name: str, kernel: Any, grid: tuple[int, ...], *args: Any, **meta: Any) -> None:
         if all(g > 0 for g in grid):
-            launches.append({"name": name, **describe(kernel, grid, args, meta)})
-        original(name, kernel, grid, *args, **meta)
+            caller = sys._getframe(1)  # the host wrapper's launch line: where a grid is made
+            site = f"{caller.f_code.co_filename}:{caller.f_lineno}"
+            launches.append({"name": name, "site": site, **describe(kernel, grid, args, meta)})
+        if run:
+            original(name, kernel, grid, *args, **meta)
 
     patched = [m for m in list(sys.modules.values()) if getattr(m, "launch", None) is original]
     for m in patched:
@@ -216,6 +223,26 @@ PROBES: list[tuple[str, Callable[[], Any]]] = [
 ]  # fmt: skip
 
 
+def _jagged_at_scale() -> Any:
+    """B = 40000 bags of max_len 64, D = 128 (memory never touched: the launches are dry)."""
+    import torch
+
+    from fbgemm_npu.native.fbgemm.jagged import to_dense, to_jagged
+
+    b, length, d = 40_000, 64, 128
+    offsets = torch.arange(b + 1) * 32
+    values = torch.empty(b * 32, d)
+    to_dense.jagged_to_padded_dense_forward_npu(values, [offsets], [length], 0.0)
+    dense = torch.empty(b, length, d)
+    return to_jagged.dense_to_jagged_forward_npu(dense, [offsets], b * 32)
+
+
+# Host-side grids at production sizes (dry launches: nothing runs, only the grids are read).
+SCALE_PROBES: list[tuple[str, Callable[[], Any]]] = [
+    ("jagged_to_padded_dense B=40000 L=64 D=128", _jagged_at_scale),
+]
+
+
 def run_probes() -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Every probe under ``kernel_mode("triton")``: the launches, and the probes that failed."""
     from fbgemm_npu.native import _triton
@@ -232,4 +259,23 @@ def run_probes() -> tuple[list[dict[str, Any]], dict[str, str]]:
                     call()
             except Exception as e:  # reported by the test (a probe that no longer runs)
                 failed[label] = f"{type(e).__name__}: {e}"[:300]
+    return launches, failed
+
+
+def run_scale_probes() -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """:data:`SCALE_PROBES` with dry launches and the data checks off: the grids."""
+    import os
+
+    from fbgemm_npu.native import _triton
+
+    failed: dict[str, str] = {}
+    os.environ["FBGEMM_NPU_VALIDATE"] = "0"
+    with recording(run=False) as launches:
+        for label, call in SCALE_PROBES:
+            try:
+                with _triton.kernel_mode("triton"):
+                    call()
+            except Exception as e:
+                failed[label] = f"{type(e).__name__}: {e}"[:300]
+    os.environ.pop("FBGEMM_NPU_VALIDATE")
     return launches, failed
