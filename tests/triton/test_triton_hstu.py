@@ -347,13 +347,12 @@ def test_unsupported_calls_fall_back_under_triton(case: str) -> None:
     _close(out.double().cpu(), ref.double(), torch.float32)
 
 
-def test_grids_over_65535_programs_are_not_taken() -> None:
-    """One program per block of rows of a (batch, head): 65535 in all at most (Ascend's coreDim);
-    sizes only are read (stride-0 stand-ins, nothing runs)."""
-
-    def problem(batch: int) -> _attention.Problem:
-        q = torch.zeros(1, 16, 1, 16).expand(batch, 16, 2, 16)
-        return _attention.Problem(q, q, q, None)
-
-    assert _attention.triton_supported(problem(32767))  # 1 block of 16 rows x 65534
-    assert not _attention.triton_supported(problem(32768))
+def test_programs_loop_over_the_work_past_the_grid_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grids are ``min(work, 65535)`` programs (Ascend's coreDim), each looping over its share:
+    capped at 3 here, every launch of a GQA problem with a summed dbias gives the tensor
+    program's results; a size past 65535 programs is taken (sizes only: stride-0 stand-ins)."""
+    monkeypatch.setattr(T, "MAX_PROGRAMS", 3)
+    test_tile_program_non_contiguous_gqa_and_padded_bias(torch.float32, 1)
+    big = torch.zeros(1, 16, 1, 16).expand(40000, 16, 2, 16)
+    assert _attention.triton_supported(_attention.Problem(big, big, big, None))
+    assert T._work(1, 80000) == ((3,), 1, 80000)

@@ -117,17 +117,13 @@ def triton_supported(p: Problem, grad: torch.Tensor | None = None) -> bool:
     """Whether the fused Triton kernels take ``p``: q / k / v (and ``grad``) of one dtype among
     float32 / float16 / bfloat16 (not float64: Ascend's cube has none), head dims 1..256 (one
     tile of a head row), bias / mask in those dtypes, spans of 1 or ``N_q`` heads and at most 8
-    intervals (unrolled in the kernel), real tensors (not meta / fake), and grids of at most
-    65535 programs in all (one per block of rows of a batch and head: Ascend's launch takes no
-    more, coreDim; a larger call runs the tensor program).  Host checks of sizes only."""
+    intervals (unrolled in the kernel), real tensors (not meta / fake).  Host checks of sizes
+    only."""
     q, k, v = p.q, p.k, p.v
     dts = {t.dtype for t in (q, k, v, *(() if grad is None else (grad,)))}
     if len(dts) != 1 or q.dtype not in _TRITON_DTYPES or q.device.type == "meta":
         return False
     if not (0 < q.size(3) <= 256 and 0 < v.size(3) <= 256):
-        return False
-    block, rows = triton_block(p), max(q.size(1), p.bias.size(2) if p.bias is not None else 0)
-    if -(-max(rows, k.size(1)) // block) * q.size(0) * q.size(2) > 65535:
         return False
     if any(x is not None and x.dtype not in _TRITON_DTYPES for x in (p.bias, p.mask)):
         return False

@@ -14,8 +14,9 @@ the gathers back stay tensor programs (the ops' setup: budgets.py ``triton``).
 Block sizes: ``_attention.triton_block`` (64 rows for head dims up to 64, 32 above: the live
 tiles of one program -- q, k, v, the accumulators, one score tile -- stay within ~64 KB of an
 Ascend core's 192 KB unified buffer at D = 128); :data:`BLOCK` forces one (tests: several
-blocks per sequence).  Grids: one program per block of rows of a (batch, head), at most 65535
-in all (``triton_supported``; Ascend runs those beyond its 20-40 cores in waves).  Outputs are
+blocks per sequence).  Grids: 1-D, ``min(work, 65535)`` programs (Ascend's launch takes no
+more: coreDim), each looping over work items ``p, p + grid, ...``, an item being one block of
+rows (keys for dk / dv) of one (batch, head): any ``B * N * S`` runs.  Outputs are
 allocated with ``torch.empty`` (no launch): every kernel writes every element of its outputs.
 """
 
@@ -32,6 +33,17 @@ from fbgemm_npu.native.mxrec.hstu._triton_fwd import hstu_fwd_kernel
 __all__ = ["BLOCK", "backward", "forward"]
 
 BLOCK: int | None = None  # a power of two >= 16 forces BLOCK_M = BLOCK_N (tests)
+# programs of a launch at most (Ascend's coreDim limit); each loops over its share of the work
+MAX_PROGRAMS = 65535
+
+
+def _work(blocks: int, groups: int) -> tuple[tuple[int], int, int]:
+    """The 1-D grid and the kernel's ``N_BLK`` / ``N_WORK`` for ``blocks`` row blocks of each of
+    ``groups`` (batch, head) pairs: work item ``w`` = block ``w % N_BLK`` of group ``w // N_BLK``
+    (the blocks of one head next to each other: they share its k / v), program ``p`` takes items
+    ``p, p + grid, ...``."""
+    work = blocks * groups
+    return (min(work, MAX_PROGRAMS),), blocks, work
 
 
 def _blocks(p: Problem) -> dict[str, int | str]:
@@ -88,11 +100,12 @@ def forward(p: Problem) -> torch.Tensor:
     ptrs, strides, flags = _side(p)
     meta = _blocks(p)
     r, gb = _heads(p)
-    grid = (triton.cdiv(s_q, meta["BLOCK_M"]), b * nq)
+    grid, n_blk, n_work = _work(triton.cdiv(s_q, meta["BLOCK_M"]), b * nq)
     launch(
         "hstu_attention_fwd", hstu_fwd_kernel, grid, q, k, v, out, *ptrs,
         *q.stride(), *k.stride(), *v.stride(), *out.stride()[:3], *strides,
-        nq, r, gb, s_q, s_k, dqk, dv, float(p.alpha), float(p.scale), **flags, **meta,
+        nq, r, gb, s_q, s_k, dqk, dv, float(p.alpha), float(p.scale), n_blk, n_work,
+        **flags, **meta,
     )  # fmt: skip
     return out
 
@@ -114,11 +127,11 @@ def backward(
     r, gb = _heads(p)
     tensors = (*q.stride(), *k.stride(), *v.stride(), *grad.stride())
     sizes = (s_q, s_k, dqk, dv)
+    grid, n_blk, n_work = _work(triton.cdiv(s_k, meta["BLOCK_N"]), b * nk)
     launch(
-        "hstu_attention_bwd_dkdv", hstu_dkdv_kernel,
-        (triton.cdiv(s_k, meta["BLOCK_N"]), b * nk), q, k, v, grad, dk, dvv, *ptrs,
+        "hstu_attention_bwd_dkdv", hstu_dkdv_kernel, grid, q, k, v, grad, dk, dvv, *ptrs,
         *tensors, *dk.stride()[:3], *dvv.stride()[:3], *strides,
-        nk, r, gb, *sizes, float(p.alpha), float(p.scale), **flags, **meta,
+        nk, r, gb, *sizes, float(p.alpha), float(p.scale), n_blk, n_work, **flags, **meta,
     )  # fmt: skip
     db = scratch = None
     ne, db_r, db_c = nq, 0, 0
@@ -129,11 +142,12 @@ def backward(
             scratch = torch.empty(p.bias.shape, dtype=torch.float32, device=q.device)
     rows = max(s_q, db_r)
     db_strides = db.stride()[:3] if db is not None else (0, 0, 0)
+    grid, n_blk, n_work = _work(triton.cdiv(rows, meta["BLOCK_M"]), b * ne)
     launch(
-        "hstu_attention_bwd_dq", hstu_dq_kernel, (triton.cdiv(rows, meta["BLOCK_M"]), b * ne),
+        "hstu_attention_bwd_dq", hstu_dq_kernel, grid,
         q, k, v, grad, dq, q if db is None else db, q if scratch is None else scratch, *ptrs,
         *tensors, *dq.stride()[:3], *strides, *db_strides,
-        ne, nq // ne, r, gb, *sizes, db_r, db_c, float(p.alpha), float(p.scale),
+        ne, nq // ne, r, gb, *sizes, db_r, db_c, float(p.alpha), float(p.scale), n_blk, n_work,
         **flags, HAS_DB=db is not None, SUM_HEADS=scratch is not None, **meta,
     )  # fmt: skip
     return dq, dk, dvv, db

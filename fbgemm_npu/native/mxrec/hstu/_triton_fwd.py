@@ -34,8 +34,8 @@ def key_range(sp_rows, row_ok, S_K, NSPAN: tl.constexpr, HAS_SPANS: tl.constexpr
     """``(lo, hi)``: the keys ``[lo, hi)`` some row of the block sees (``lo >= hi``: none);
     ``sp_rows``: the rows' pointers into the spans table."""
     if HAS_SPANS:
-        lo = S_K + 0
-        hi = S_K * 0
+        lo = tl.zeros([], dtype=tl.int32) + S_K
+        hi = tl.zeros([], dtype=tl.int32)
         for n in tl.static_range(NSPAN):
             a = tl.load(sp_rows + 2 * n, mask=row_ok, other=0)
             z = tl.load(sp_rows + (2 * n + 1), mask=row_ok, other=0)
@@ -43,8 +43,8 @@ def key_range(sp_rows, row_ok, S_K, NSPAN: tl.constexpr, HAS_SPANS: tl.constexpr
             lo = tl.minimum(lo, tl.min(tl.where(full, a, S_K), 0))
             hi = tl.maximum(hi, tl.max(tl.where(full, z, 0), 0))
     else:
-        lo = S_K * 0
-        hi = S_K * tl.max(row_ok.to(tl.int32), 0)
+        lo = tl.zeros([], dtype=tl.int32)
+        hi = tl.max(row_ok.to(tl.int32), 0) * S_K
     return lo, hi
 
 
@@ -81,7 +81,7 @@ def hstu_fwd_kernel(
     Q, K, V, OUT, SP, BIAS, MASK,
     sq_b, sq_s, sq_h, sq_d, sk_b, sk_s, sk_h, sk_d, sv_b, sv_s, sv_h, sv_d, so_b, so_s, so_h,
     sp_b, sp_h, sp_s, sb_b, sb_h, sb_s, sb_k, sm_b, sm_h, sm_s, sm_k,
-    N_Q, R, GB, S_Q, S_K, D_QK, D_V, alpha, scale,
+    N_Q, R, GB, S_Q, S_K, D_QK, D_V, alpha, scale, N_BLK, N_WORK,
     NSPAN: tl.constexpr, HAS_SPANS: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_MASK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr, PREC: tl.constexpr, UP: tl.constexpr,
@@ -91,43 +91,44 @@ def hstu_fwd_kernel(
     operands in float32 (the host sets it for bfloat16 under Triton's interpreter, whose
     ``tl.dot`` multiplies bfloat16 bit patterns as integers; the values, rounded to bfloat16
     first, are exact in float32, so the products are the bfloat16 matmul's)."""
-    bh = tl.program_id(1)
-    b64 = (bh // N_Q).to(tl.int64)
-    h = bh % N_Q
-    g64 = (h // R).to(tl.int64)
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < S_Q
-    dq = tl.arange(0, BLOCK_DQK)
-    dv = tl.arange(0, BLOCK_DV)
-    offs_n = tl.arange(0, BLOCK_N)
-    q_ptrs = Q + b64 * sq_b + h.to(tl.int64) * sq_h + rows[:, None] * sq_s + dq[None, :] * sq_d
-    q = tl.load(q_ptrs, mask=row_ok[:, None] & (dq[None, :] < D_QK), other=0.0)
-    if UP:
-        q = q.to(tl.float32)
-    k_ptrs = K + b64 * sk_b + g64 * sk_h + offs_n[:, None] * sk_s + dq[None, :] * sk_d
-    v_ptrs = V + b64 * sv_b + g64 * sv_h + offs_n[:, None] * sv_s + dv[None, :] * sv_d
-    sp_rows = SP + b64 * sp_b + h * sp_h + rows * sp_s
-    b_ptrs = BIAS + b64 * sb_b + (h // GB).to(tl.int64) * sb_h
-    m_ptrs = MASK + b64 * sm_b + h.to(tl.int64) * sm_h
-    if HAS_BIAS:
-        b_ptrs += rows[:, None] * sb_s + offs_n[None, :] * sb_k
-    if HAS_MASK:
-        m_ptrs += rows[:, None] * sm_s + offs_n[None, :] * sm_k
-    lo, hi = key_range(sp_rows, row_ok, S_K, NSPAN, HAS_SPANS)
-    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
-    for n0 in range((lo // BLOCK_N) * BLOCK_N, hi, BLOCK_N):
-        cols = n0 + offs_n
-        col_ok = cols < S_K
-        k = tl.load(k_ptrs + n0 * sk_s, mask=col_ok[:, None] & (dq[None, :] < D_QK), other=0.0)
-        v = tl.load(v_ptrs + n0 * sv_s, mask=col_ok[:, None] & (dv[None, :] < D_V), other=0.0)
+    for work in range(tl.program_id(0), N_WORK, tl.num_programs(0)):
+        bh = work // N_BLK
+        b64 = (bh // N_Q).to(tl.int64)
+        h = bh % N_Q
+        g64 = (h // R).to(tl.int64)
+        rows = (work % N_BLK) * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_ok = rows < S_Q
+        dq = tl.arange(0, BLOCK_DQK)
+        dv = tl.arange(0, BLOCK_DV)
+        offs_n = tl.arange(0, BLOCK_N)
+        q_ptrs = Q + b64 * sq_b + h.to(tl.int64) * sq_h + rows[:, None] * sq_s + dq[None, :] * sq_d
+        q = tl.load(q_ptrs, mask=row_ok[:, None] & (dq[None, :] < D_QK), other=0.0)
         if UP:
-            k, v = k.to(tl.float32), v.to(tl.float32)
-        s, sig, vis, w = tile(q, k, b_ptrs + n0 * sb_k, m_ptrs + n0 * sm_k, sp_rows, row_ok,
-                              cols, col_ok, alpha, scale, NSPAN, HAS_SPANS, HAS_BIAS, HAS_MASK,
-                              PREC)  # fmt: skip
-        p = tl.where(vis, s * sig * w, 0.0).to(OUT.dtype.element_ty)  # P in q's dtype
-        if UP:
-            p = p.to(tl.float32)
-        acc += tl.dot(p, v, input_precision=PREC)
-    o_ptrs = OUT + b64 * so_b + h.to(tl.int64) * so_h + rows[:, None] * so_s + dv[None, :]
-    tl.store(o_ptrs, acc.to(OUT.dtype.element_ty), mask=row_ok[:, None] & (dv[None, :] < D_V))
+            q = q.to(tl.float32)
+        k_ptrs = K + b64 * sk_b + g64 * sk_h + offs_n[:, None] * sk_s + dq[None, :] * sk_d
+        v_ptrs = V + b64 * sv_b + g64 * sv_h + offs_n[:, None] * sv_s + dv[None, :] * sv_d
+        sp_rows = SP + b64 * sp_b + h * sp_h + rows * sp_s
+        b_ptrs = BIAS + b64 * sb_b + (h // GB).to(tl.int64) * sb_h
+        m_ptrs = MASK + b64 * sm_b + h.to(tl.int64) * sm_h
+        if HAS_BIAS:
+            b_ptrs += rows[:, None] * sb_s + offs_n[None, :] * sb_k
+        if HAS_MASK:
+            m_ptrs += rows[:, None] * sm_s + offs_n[None, :] * sm_k
+        lo, hi = key_range(sp_rows, row_ok, S_K, NSPAN, HAS_SPANS)
+        acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+        for n0 in range((lo // BLOCK_N) * BLOCK_N, hi, BLOCK_N):
+            cols = n0 + offs_n
+            col_ok = cols < S_K
+            k = tl.load(k_ptrs + n0 * sk_s, mask=col_ok[:, None] & (dq[None, :] < D_QK), other=0.0)
+            v = tl.load(v_ptrs + n0 * sv_s, mask=col_ok[:, None] & (dv[None, :] < D_V), other=0.0)
+            if UP:
+                k, v = k.to(tl.float32), v.to(tl.float32)
+            s, sig, vis, w = tile(q, k, b_ptrs + n0 * sb_k, m_ptrs + n0 * sm_k, sp_rows, row_ok,
+                                  cols, col_ok, alpha, scale, NSPAN, HAS_SPANS, HAS_BIAS, HAS_MASK,
+                                  PREC)  # fmt: skip
+            p = tl.where(vis, s * sig * w, 0.0).to(OUT.dtype.element_ty)  # P in q's dtype
+            if UP:
+                p = p.to(tl.float32)
+            acc += tl.dot(p, v, input_precision=PREC)
+        o_ptrs = OUT + b64 * so_b + h.to(tl.int64) * so_h + rows[:, None] * so_s + dv[None, :]
+        tl.store(o_ptrs, acc.to(OUT.dtype.element_ty), mask=row_ok[:, None] & (dv[None, :] < D_V))
