@@ -41,6 +41,7 @@ CASES: dict[str | None, dict[str, Any]] = {
     "nobag_mixed": dict(tys=MIXED, dims=[8] * 5, pooling=2),
     "mixed": dict(tys=MIXED, dims=[8, 16, 32, 8, 16]),
     "uvm": dict(tys=[S.INT8, S.INT8], dims=[8, 8], uvm=True),
+    "no_index": dict(tys=[S.INT8, S.INT8], dims=[8, 8], max_len=0),  # bags, every one empty
     # the ceilings the conformance matrix holds any call to: every type, each extra
     "worst": dict(
         tys=[*MIXED, S.FP8],

@@ -19,8 +19,9 @@ BUDGETS: dict[str, Budget] = {
     # others: gt, logical_and).  checks: non_decreasing (2), the index bounds (ge, lt, logical_and,
     # all) and the queued check's 5.  uvm: a feature placed MANAGED reads uvm_weights, joined to
     # dev_weights by one cat (+1).  worst / nobag_worst: all six types with every extra, the
-    # ceilings of any call (the conformance spec's).  A layout not seen before reads its host values
-    # once (the module seeds them)
+    # ceilings of any call (the conformance spec's).  no_index: bags but no index, upstream's
+    # zeros (1) and the offsets' checks (7: non_decreasing, the two bounds, the queued check).
+    # A layout not seen before reads its host values once (the module seeds them)
     "fbgemm::int_nbit_split_embedding_codegen_lookup_function": Budget(
         launches=20,
         checks=11,
@@ -41,7 +42,9 @@ BUDGETS: dict[str, Budget] = {
             "uvm": 21,
             "worst": 70,
             "nobag_worst": 50,
+            "no_index": 1,
         },
+        path_checks={"no_index": 7},
         target=12,
         note=(
             "the catalogue's 12 is per (weight type, D) group; a call pays 16 of its 20 once "
