@@ -205,6 +205,63 @@ def _hstu(dtype: str, mask_type: int) -> Callable[[], Any]:
     return run
 
 
+def _tbe_train(opt: str, pooling: str, **kw: Any) -> Callable[[], Any]:
+    """One training step of upstream's TBE module on the simulated npu (the fused backward +
+    optimizer); ``kw``: ``weighted``, ``learn_psw`` (per-sample weights requiring grad),
+    ``vbe``, ``style``, ``precision`` and the module's own arguments."""
+
+    def run() -> Any:
+        import torch
+        from fbgemm_gpu.split_embedding_configs import EmbOptimType, SparseType
+        from fbgemm_gpu.split_table_batched_embeddings_ops_common import PoolingMode
+
+        from fbgemm_npu.testing import tbe_inputs as ti
+
+        args = dict(kw)
+        weighted, learn, vbe = (args.pop(k, None) for k in ("weighted", "learn_psw", "vbe"))
+        style = args.pop("style", "cuda_user")
+        if "weight_decay_mode" in args:
+            from fbgemm_gpu.tbe.config.optimizer_config import WeightDecayMode
+
+            args["weight_decay_mode"] = WeightDecayMode(args["weight_decay_mode"])
+        if "precision" in args:
+            args["weights_precision"] = getattr(SparseType, args.pop("precision"))
+        specs = ti.ONE_D if pooling == "NONE" else ti.MIXED
+        tbe = ti.training_tbe(getattr(EmbOptimType, opt), specs, "npu", style,
+                              pooling_mode=getattr(PoolingMode, pooling), **args)  # fmt: skip
+        batch = ti.make_batches(specs, 3, 1, seed=0, weighted=bool(weighted), vbe=vbe)[0]
+        if not learn:
+            return ti.train_step(tbe, batch, "npu", torch.int32 if vbe else torch.int64, 1)
+        psw = batch.per_sample_weights.to("npu").requires_grad_()
+        frg = torch.tensor([1, 0, 1], dtype=torch.int32).to("npu")
+        out = tbe(batch.indices.to("npu"), batch.offsets.to("npu"), per_sample_weights=psw,
+                  feature_requires_grad=frg)  # fmt: skip
+        out.backward(torch.ones_like(out))
+
+    return run
+
+
+def _hstu_jagged(dtype: str, **cfg: Any) -> Callable[[], Any]:
+    """``mxrec::hstu_jagged`` forward and backward (3 sequences, one empty) with ``cfg``."""
+
+    def run() -> Any:
+        import torch
+
+        import fbgemm_npu  # noqa: F401
+
+        dt, off = getattr(torch, dtype), torch.tensor([0, 30, 30, 51])
+        q, k, v, g = (torch.randn(51, 2, 16).to(dt).to("npu") for _ in range(4))
+        kw: dict[str, Any] = {"max_seq_len": 32, "alpha": 0.5, "seq_offset": off.to("npu")}
+        for name, val in cfg.items():
+            kw[name] = torch.tensor(val).to("npu") if isinstance(val, list) else val
+        if kw.pop("bias", False):
+            kw["attn_bias"] = torch.randn(3, 2, 32, 32).to(dt).to("npu")
+        torch.ops.mxrec.hstu_jagged(q, k, v, **kw)
+        return torch.ops.mxrec.hstu_jagged_backward(g, q, k, v, **kw)
+
+    return run
+
+
 # (label, call): each op's Triton path on CPU tensors (npu ones for autograd), small sizes.
 PROBES: list[tuple[str, Callable[[], Any]]] = [
     *((f"bench {n}", _bench_probe(n)) for n in (
@@ -220,6 +277,19 @@ PROBES: list[tuple[str, Callable[[], Any]]] = [
     ("bucketize i32 pos", _bucketize("int32", True, True, True)),
     ("bucketize i64 no sequence", _bucketize("int64", False, False, False)),
     ("hstu bf16 no mask", _hstu("bfloat16", 0)),
+    ("tbe adam MEAN weighted", _tbe_train("ADAM", "MEAN", weighted=True, weight_decay=0.01)),
+    ("tbe adam NONE", _tbe_train("ADAM", "NONE")),
+    ("tbe rwa bf16 L2 clip", _tbe_train("EXACT_ROWWISE_ADAGRAD", "SUM", style="torchrec",
+                                        precision="BF16", weight_decay=0.1, weight_decay_mode=1,
+                                        gradient_clipping=True, max_gradient=0.5)),
+    ("tbe lamb fp16", _tbe_train("LAMB", "SUM", precision="FP16", weight_decay=0.01)),
+    ("tbe rwa learnable psw", _tbe_train("EXACT_ROWWISE_ADAGRAD", "SUM", weighted=True,
+                                         learn_psw=True)),
+    ("tbe sgd vbe", _tbe_train("EXACT_SGD", "SUM", vbe=[[2, 1], [1, 2], [3, 0]])),
+    ("hstu_jagged ctx targets bf16", _hstu_jagged("bfloat16", num_context=[3, 0, 2],
+                                                  num_target=[5, 0, 6], target_group_size=2)),
+    ("hstu_jagged bias fp16", _hstu_jagged("float16", bias=True, silu_scale=0.25)),
+    ("hstu_jagged custom mask", _hstu_jagged("float32", mask_type=2)),
 ]  # fmt: skip
 
 
