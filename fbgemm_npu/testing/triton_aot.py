@@ -156,33 +156,44 @@ def _constexprs(raw: dict[str, Any]) -> dict[str, Any]:
     return {k: value(v) for k, v in raw.items()}
 
 
-def compile_all(launches: list[dict[str, Any]], out_dir: Path, arch: int = 90) -> list[dict]:
-    """Compile each distinct recorded (kernel, signature, constexprs) for ``sm_<arch>``; write
-    its TTIR to ``out_dir``.  One row per specialisation: kernel, key, ok, ttir file or error."""
+def _compile_one(job: tuple[int, str, Path, int]) -> dict[str, Any]:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    target = GPUTarget("cuda", arch, 32)
+    n, key, out_dir, arch = job
+    kernel, signature, constexprs = json.loads(key)
+    mod, name = kernel.split(":")
+    row: dict[str, Any] = {"kernel": kernel, "key": key}
+    try:
+        fn = getattr(importlib.import_module(mod), name)
+        src = ASTSource(fn, signature, _constexprs(constexprs))
+        ttir = triton.compile(src, target=GPUTarget("cuda", arch, 32)).asm["ttir"]
+        path = out_dir / f"{name}_{n}.ttir"
+        path.write_text(ttir)
+        row.update(ok=True, ttir=str(path))
+    except Exception as e:  # the finding this step looks for
+        row.update(ok=False, error=" ".join(f"{type(e).__name__}: {e}".split())[:2000])
+    return row
+
+
+def compile_all(
+    launches: list[dict[str, Any]], out_dir: Path, arch: int = 90, workers: int = 2
+) -> list[dict]:
+    """Compile each distinct recorded (kernel, signature, constexprs) for ``sm_<arch>`` (in
+    ``workers`` forked processes); write its TTIR to ``out_dir``.  One row per specialisation:
+    kernel, key, ok, and the TTIR file or the error."""
+    import multiprocessing
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    seen: dict[str, dict[str, Any]] = {}
-    for launch in launches:
-        key = json.dumps([launch["kernel"], launch["signature"], launch["constexprs"]])
-        if key in seen:
-            continue
-        mod, name = launch["kernel"].split(":")
-        row: dict[str, Any] = {"kernel": launch["kernel"], "key": key}
-        try:
-            fn = getattr(importlib.import_module(mod), name)
-            src = ASTSource(fn, launch["signature"], _constexprs(launch["constexprs"]))
-            ttir = triton.compile(src, target=target).asm["ttir"]
-            path = out_dir / f"{name}_{len(seen)}.ttir"
-            path.write_text(ttir)
-            row.update(ok=True, ttir=str(path))
-        except Exception as e:  # the finding this step looks for
-            row.update(ok=False, error=" ".join(f"{type(e).__name__}: {e}".split())[:2000])
-        seen[key] = row
-    return list(seen.values())
+    keys = list(dict.fromkeys(
+        json.dumps([x["kernel"], x["signature"], x["constexprs"]]) for x in launches
+    ))  # fmt: skip
+    jobs = [(n, key, out_dir, arch) for n, key in enumerate(keys)]
+    if workers <= 1:
+        return [_compile_one(job) for job in jobs]
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return pool.map(_compile_one, jobs, chunksize=1)
 
 
 # ---------------------------------------------------------------- 3. the rules
@@ -305,11 +316,13 @@ def main(argv: list[str]) -> int:
     """``record OUT.json`` (needs TRITON_INTERPRET=1) or ``compile IN.json DIR`` (needs it
     unset): see the module docstring."""
     if argv[:1] == ["record"]:
-        from fbgemm_npu.testing.triton_aot_probes import run_probes, run_scale_probes
+        from fbgemm_npu.testing import triton_aot_probes as probes
 
-        launches, failed = run_probes()
-        scale, scale_failed = run_scale_probes()
-        out = {"launches": launches, "failed": {**failed, **scale_failed}, "scale": scale}
+        launches, failed = probes.run_probes()
+        scale, scale_failed = probes.run_scale_probes()
+        native = probes.run_native_probes()
+        out = {"launches": launches, "failed": {**failed, **scale_failed}, "scale": scale,
+               "native": native}  # fmt: skip
         Path(argv[1]).write_text(json.dumps(out))
         return 0
     if argv[:1] == ["compile"]:

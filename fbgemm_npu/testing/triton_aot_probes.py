@@ -19,8 +19,8 @@ from typing import Any
 from fbgemm_npu.testing.triton_aot import ROOT, kernel_files, module_of
 
 __all__ = [
-    "PROBES", "SCALE_PROBES", "describe", "recording", "run_probes", "run_scale_probes",
-    "triton_type",
+    "PROBES", "SCALE_PROBES", "describe", "recording", "run_native_probes", "run_probes",
+    "run_scale_probes", "triton_type",
 ]  # fmt: skip
 
 
@@ -334,18 +334,49 @@ def run_probes() -> tuple[list[dict[str, Any]], dict[str, str]]:
 
 def run_scale_probes() -> tuple[list[dict[str, Any]], dict[str, str]]:
     """:data:`SCALE_PROBES` with dry launches and the data checks off: the grids."""
+    return _dry(SCALE_PROBES, report=True)
+
+
+def run_native_probes() -> list[dict[str, Any]]:
+    """:data:`PROBES` again, dry, with ``interpreting()`` false in the kernel modules: the
+    specialisations a device compiles where a wrapper picks them for the interpreter (HSTU's
+    bfloat16 ``tl.dot`` without the float32 upcast).  Later launches of a call may see garbage
+    (nothing ran), so a probe that fails here is not reported: the launches up to it count."""
+    from fbgemm_npu.native import _triton
+
+    mods = [sys.modules[module_of(p)] for p in kernel_files()]
+    mods = [m for m in mods if getattr(m, "interpreting", None) is _triton.interpreting]
+    for m in mods:
+        m.interpreting = lambda: False
+    try:
+        return _dry(PROBES, report=False)[0]
+    finally:
+        for m in mods:
+            m.interpreting = _triton.interpreting
+
+
+def _dry(
+    probes: list[tuple[str, Callable[[], Any]]], report: bool
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
     import os
 
     from fbgemm_npu.native import _triton
 
     failed: dict[str, str] = {}
+    before = os.environ.get("FBGEMM_NPU_VALIDATE")
     os.environ["FBGEMM_NPU_VALIDATE"] = "0"
-    with recording(run=False) as launches:
-        for label, call in SCALE_PROBES:
-            try:
-                with _triton.kernel_mode("triton"):
-                    call()
-            except Exception as e:
-                failed[label] = f"{type(e).__name__}: {e}"[:300]
-    os.environ.pop("FBGEMM_NPU_VALIDATE")
+    try:
+        with recording(run=False) as launches:
+            for label, call in probes:
+                try:
+                    with _triton.kernel_mode("triton"):
+                        call()
+                except Exception as e:
+                    if report:
+                        failed[label] = f"{type(e).__name__}: {e}"[:300]
+    finally:
+        if before is None:
+            os.environ.pop("FBGEMM_NPU_VALIDATE")
+        else:
+            os.environ["FBGEMM_NPU_VALIDATE"] = before
     return launches, failed

@@ -91,7 +91,7 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     _run(["record", str(tmp / "launches.json")],
          {**base, "TRITON_INTERPRET": "1", "FBGEMM_NPU_SIMULATE": "1"}, "record")  # fmt: skip
     recorded = json.loads((tmp / "launches.json").read_text())
-    with_canary = {"launches": [*recorded["launches"], CANARY_LAUNCH]}
+    with_canary = {"launches": [*recorded["launches"], *recorded["native"], CANARY_LAUNCH]}
     (tmp / "to_compile.json").write_text(json.dumps(with_canary))
     cache = Path(tempfile.gettempdir()) / "fbgemm_npu_triton_aot_cache"
     env = {**base, "TRITON_CACHE_DIR": str(cache), "TRITON_DEFAULT_FP_FUSION": "1"}
@@ -105,7 +105,7 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             (canary if row["kernel"] == CANARY_LAUNCH["kernel"] else findings).extend(got)
     for path in aot.kernel_files(ROOT):
         findings += aot.source_findings(path)
-    findings += aot.grid_findings(recorded["launches"] + recorded["scale"])
+    findings += aot.grid_findings(recorded["launches"] + recorded["scale"] + recorded["native"])
     canary += aot.source_findings(tmp / "aot_canary.py")
     canary += aot.grid_findings([CANARY_LAUNCH])
     return {**recorded, **compiled, "findings": findings, "canary": canary}
