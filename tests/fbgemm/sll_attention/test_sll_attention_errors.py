@@ -249,3 +249,29 @@ def test_a_huge_max_seq_len_costs_no_memory() -> None:
 def test_an_output_that_cannot_be_allocated_names_max_length() -> None:
     with pytest.raises(RuntimeError, match="sll_jagged2_to_padded_dense.*max_length"):
         F.sll_jagged2_to_padded_dense(_r(13).to(NPU), OT.to(NPU), 2**40, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("rows", "offsets", "max_seq_len"),
+    [
+        (0, [5], 3),  # no sequence, offsets past the (no) rows
+        (3, [0], 3),  # no sequence, rows left over
+        (3, [0, 2], 3),  # one sequence ending before q's last row
+        (3, [0, 8], 2),  # one running past q, the rows read (max_seq_len 2) inside it
+        (3, [0, 8], 0),
+    ],
+)
+def test_dense_offsets_must_end_at_q_rows(rows: int, offsets: list[int], max_seq_len: int) -> None:
+    """Upstream's size check wants ``offsets[-1] == q_weights.size(0)``; ours returned a
+    valid-looking result where the rows it read stayed inside q (the fuzz suite's finding:
+    ``past_end`` offsets with no sequence, or truncated by ``max_seq_len``)."""
+    b = len(offsets) - 1
+    args = [_r(rows, 3), _r(b, 3, 4), _r(rows, 2), _r(b, 2, 4), torch.tensor(offsets), max_seq_len]
+    with pytest.raises(RuntimeError):  # upstream's CPU kernel
+        F.sll_jagged_dense_flash_attention(*args)
+    on_npu = [a.to(NPU) if isinstance(a, torch.Tensor) else a for a in args]
+    with pytest.raises(
+        (RuntimeError, ValueError), match="sll_jagged_dense_flash_attention.*offsets"
+    ):
+        F.sll_jagged_dense_flash_attention(*on_npu)
+        fbgemm_npu.check()

@@ -33,9 +33,10 @@ BUDGETS: dict[str, Budget] = {
     # the row index (5), index_select + masked_fill_ of q and v, baddbmm (the bias rows a view),
     # masked_fill_ (-inf), softmax, masked_fill_ (an empty row's NaN), bmm; pad_bias: F.pad of
     # the bias to M rows; cast: k, v and attn_bias to q's dtype (one each); checks: int32 range,
-    # rows read (where, ge), decreasing offsets, cat / any / not
+    # rows read (where, ge), decreasing offsets, offsets[-1] == N (ne: upstream's size check,
+    # found by the fuzz suite), cat / any / not
     "fbgemm::sll_jagged_dense_flash_attention": Budget(
-        launches=14, checks=7, ai_cpu=0, paths={"pad_bias": 15, "cast": 17}
+        launches=14, checks=8, ai_cpu=0, paths={"pad_bias": 15, "cast": 17}
     ),
     # the row index (5), index_select + masked_fill_ of q, k, v, the pair mask (logical_or),
     # bmm, masked_fill_ (-inf), softmax, div_, masked_fill_ (padding: NaN rows), bmm, the scatter

@@ -52,6 +52,7 @@ __all__ = ["KERNELS", "sll_jagged_dense_flash_attention_npu"]
 
 _F = torch.ops.fbgemm
 DENSE = "fbgemm::sll_jagged_dense_flash_attention"
+END = "q_weights.size(0)"  # where upstream's size check wants the last offset
 
 
 def _check(q, k, v, attn_bias, offsets, max_seq_len) -> tuple:
@@ -90,6 +91,8 @@ def _forward(q, k, v, attn_bias, offsets, max_seq_len, keep: bool) -> tuple:
         if validation_enabled() and b > 0:  # rows read past an empty q: as upstream's reads
             bad = [o < 0, o[:-1] > o[1:], o[1:] > n] if msl > 0 else [o < 0]
             assert_no_bad(DENSE, bad, f"argument 'offsets': {READ_CHECK}")
+        if validation_enabled():  # upstream's size check: offsets[-1] == q_weights.size(0)
+            assert_no_bad(DENSE, [o[-1:] != n], f"argument 'offsets' must end at {END} = {n}")
         return qt.new_zeros((b, t, dv)), None
     with allocation_of(DENSE, f"the padded [B, {length}, T] scores"):
         return _attend(qt, kt, vt, bt, o, length, keep)
@@ -102,7 +105,10 @@ def _attend(qt, kt, vt, bt, o, length: int, keep: bool) -> tuple:
     read, pad, _ = row_index(o, length, n, bad)
     if bad is not None:
         bad.append(o[:-1] > o[1:])
-    assert_no_bad(DENSE, bad, f"argument 'offsets': {READ_CHECK}")
+        # upstream's size check (a sequence past the rows is refused even where the rows ours
+        # read, capped by max_seq_len, stay inside q: upstream has no result for it)
+        bad.append(o[-1:] != n)
+    assert_no_bad(DENSE, bad, f"argument 'offsets': {READ_CHECK}, ending at {END} = {n}")
     flat, mask = read.view(-1), pad.unsqueeze(-1)
     qp = qt.index_select(0, flat).view(b, length, -1).masked_fill_(mask, 0)
     vp = vt.index_select(0, flat).view(b, length, dv).masked_fill_(mask, 0)
