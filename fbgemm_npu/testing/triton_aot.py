@@ -36,7 +36,11 @@ debug      ``tt.print`` / ``tt.assert``; ``tl.device_print`` /               [ou
            ``tl.device_assert`` / ``print`` in a jit function's source
 sort       ``tl.sort`` / ``tl.topk`` / ``tl.histogram`` (Scan/Sort support    [readme]
            still being completed), ``tt.histogram``; libdevice externs
-           (``tt.extern_elementwise``); ``tt.dot_scaled``
+           (``tt.extern_elementwise``); ``tt.dot_scaled``; ``tt.gather`` of
+           a type other than fp16 / bf16 / fp32 (the table's gather row)
+scan       ``tt.scan`` with ``reverse = true`` (cumsum / associative_scan:   [scan]
+           reverse needs unmasked aligned loads on Ascend; forward scans of
+           int8-int64 / fp16 / fp32 / bf16 / bool are supported)
 make_range ``tt.make_range`` of any element type but i32 (arange: int32 only) [outline]
 unsigned   unsigned integer arithmetic on 32 / 64-bit values (``arith.*ui``,  [outline]
            ``cmpi u*``, ``uitofp``, ``fptoui``, ``extui`` from i32); ``tl.uint32`` /
@@ -53,6 +57,7 @@ coredim    a launch whose grid's product (coreDim) is over 65535 (at the     [co
 [outline] https://gitcode.com/wutianyao/triton-ascend/blob/master/docs/sources/python-api/outline.md
 (the "triton op support overview" table of triton-ascend's docs)
 [readme] https://gitcode.com/Ascend/triton-ascend/blob/master/README.md (roadmap: Scan/Sort)
+[scan] https://triton-ascend-test.readthedocs.io/zh-cn/latest/_sources/triton_api/Scan_Sort_Ops/associative_scan.md.txt
 [grid] https://github.com/triton-lang/triton-ascend/issues/16 (grid size >= 65536 unsupported)
 [coredim] https://github.com/vllm-project/vllm-ascend/pull/10138 (rtKernelLaunch: the product
 of the grid's dimensions, coreDim, <= 65535)
@@ -252,6 +257,10 @@ def ttir_findings(ttir: str, kernel: str) -> list[Finding]:
             add("debug", "device print / assert")
         if re.search(r"\btt\.(histogram|extern_elementwise|dot_scaled)\b", body):
             add("sort", body.strip()[:120])
+        if re.search(r"\btt\.gather\b", body) and not set(types) <= {"f16", "bf16", "f32", "i32"}:
+            add("sort", body.strip()[:120])
+        if re.search(r"\btt\.scan\b", body) and "reverse = true" in body:
+            add("scan", "a reverse scan (Ascend: only on unmasked, aligned loads)")
         if "tt.make_range" in body and types[-1:] != ["i32"]:
             add("make_range", body.strip()[:120])
         if _UNSIGNED.search(body) and {"i32", "i64"} & set(types):

@@ -29,7 +29,7 @@ from fbgemm_npu.testing import triton_aot as aot  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = [str(p.relative_to(ROOT)) for p in aot.kernel_files(ROOT)]
 RULES = ("atomic64", "inline_asm", "debug", "sort", "make_range", "unsigned", "dot", "f64",
-         "trans64", "grid", "coredim")  # fmt: skip
+         "trans64", "scan", "grid", "coredim")  # fmt: skip
 # (module, rule) -> why it is broken today; strict: a fix shows XPASS(strict) = FAILED.
 KNOWN: dict[tuple[str, str], str] = {
     ("fbgemm_npu/native/fbgemm/jagged/_triton_dense.py", "coredim"): (
@@ -59,6 +59,7 @@ def canary(x, out, f, n, BLOCK: tl.constexpr):
     h = tl.histogram(v & 7, 8)
     tl.store(out + i, w + a, mask=m)
     tl.store(out + tl.arange(0, 8), h.to(tl.int64))
+    tl.store(x + i, tl.cumsum(v, axis=0, reverse=True), mask=m)
 """
 CANARY_LAUNCH = {
     "name": "canary", "kernel": "aot_canary:canary", "grid": [70000, 1],
