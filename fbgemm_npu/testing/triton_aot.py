@@ -14,9 +14,10 @@ imported, so one process cannot both interpret and compile):
 1. ``record`` (``TRITON_INTERPRET=1``): the probes of :mod:`.triton_aot_probes` run every op's
    Triton path once on small inputs under ``kernel_mode("triton")``, with
    :func:`fbgemm_npu.native._triton.launch` wrapped: each launch is written down as
-   ``(kernel, grid, signature, constexprs)`` -- pointers by element dtype (``*fp32``), ints
-   ``i32`` / ``i64`` by value, floats ``fp32``, ``tl.constexpr`` parameters and ``None`` by
-   value -- and then runs.
+   ``(kernel, grid, signature, constexprs, aligned)`` as Triton's JIT specialises it (its own
+   ``native_specialize_impl``: pointers by element dtype, ints ``i32`` / ``i64`` by value, an
+   int 1 and ``None`` as constexprs, 16-divisible ints / pointers as ``tt.divisibility``
+   attributes, ``tl.constexpr`` parameters by value) -- and then runs.
 2. ``compile`` (no interpreter): each distinct recorded (kernel, signature, constexprs) is
    compiled for sm_90; its TTIR is written to a file.
 3. The checks: :func:`kernel_ids` lists the launchable kernels of the glob :data:`KERNEL_GLOB`
@@ -167,12 +168,13 @@ def _compile_one(job: tuple[int, str, Path, int]) -> dict[str, Any]:
     from triton.compiler import ASTSource
 
     n, key, out_dir, arch = job
-    kernel, signature, constexprs = json.loads(key)
+    kernel, signature, constexprs, aligned = json.loads(key)
     mod, name = kernel.split(":")
     row: dict[str, Any] = {"kernel": kernel, "key": key}
     try:
         fn = getattr(importlib.import_module(mod), name)
-        src = ASTSource(fn, signature, _constexprs(constexprs))
+        attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in aligned}
+        src = ASTSource(fn, signature, _constexprs(constexprs), attrs)
         ttir = triton.compile(src, target=GPUTarget("cuda", arch, 32)).asm["ttir"]
         path = out_dir / f"{name}_{n}.ttir"
         path.write_text(ttir)
@@ -192,7 +194,8 @@ def compile_all(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     keys = list(dict.fromkeys(
-        json.dumps([x["kernel"], x["signature"], x["constexprs"]]) for x in launches
+        json.dumps([x["kernel"], x["signature"], x["constexprs"], x.get("aligned", [])])
+        for x in launches
     ))  # fmt: skip
     jobs = [(n, key, out_dir, arch) for n, key in enumerate(keys)]
     if workers <= 1:

@@ -20,29 +20,8 @@ from fbgemm_npu.testing.triton_aot import ROOT, kernel_files, module_of
 
 __all__ = [
     "PROBES", "SCALE_PROBES", "describe", "recording", "run_native_probes", "run_probes",
-    "run_scale_probes", "triton_type",
+    "run_scale_probes",
 ]  # fmt: skip
-
-
-_TYPES = {
-    "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
-    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1",
-}  # fmt: skip
-
-
-def triton_type(value: Any) -> str:
-    """The type Triton's JIT gives a non-constexpr argument."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return "*" + _TYPES[str(value.dtype).removeprefix("torch.")]
-    if isinstance(value, bool):
-        return "i1"
-    if isinstance(value, int):
-        return "i32" if -(2**31) <= value < 2**31 else "i64" if value < 2**63 else "u64"
-    if isinstance(value, float):
-        return "fp32"
-    raise TypeError(f"no Triton type for an argument of type {type(value).__name__}")
 
 
 def _constexpr_value(value: Any) -> Any:
@@ -58,22 +37,33 @@ def _constexpr_value(value: Any) -> Any:
 
 
 def describe(kernel: Any, grid: tuple[int, ...], args: tuple, meta: dict) -> dict[str, Any]:
-    """One launch as plain data: kernel id, grid, signature and constexprs (by parameter)."""
+    """One launch as plain data: kernel id, grid, signature, constexprs and the parameters
+    known 16-divisible (``aligned``), by parameter, as Triton's JIT specialises them
+    (``native_specialize_impl``: an int 1 or ``None`` becomes a constexpr, a bool ``u1``)."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
     fn = kernel.fn  # InterpretedFunction and JITFunction both keep the Python function
-    signature, constexprs = {}, {}
-    params = list(inspect.signature(fn).parameters.values())
-    for i, p in enumerate(params):
+    keep = set(getattr(kernel, "kwargs", {}).get("do_not_specialize", None) or ())
+    signature, constexprs, aligned = {}, {}, []
+    for i, p in enumerate(inspect.signature(fn).parameters.values()):
         value = args[i] if i < len(args) else meta.get(p.name, p.default)
         if value is inspect.Parameter.empty:
             raise TypeError(f"{fn.__name__}: no value for parameter {p.name}")
-        if "constexpr" in str(p.annotation) or value is None:
+        if "constexpr" in str(p.annotation):
             signature[p.name] = "constexpr"
             constexprs[p.name] = _constexpr_value(value)
-        else:
-            signature[p.name] = triton_type(value)
+            continue
+        special = p.name not in keep and i not in keep and not isinstance(value, (bool, float))
+        kind, key = native_specialize_impl(BaseBackend, value, False, special, special)
+        signature[p.name] = kind
+        if kind == "constexpr":
+            constexprs[p.name] = _constexpr_value(value)
+        elif key == "D":
+            aligned.append(p.name)
     grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
     return {"kernel": f"{fn.__module__}:{fn.__name__}", "grid": list(grid),
-            "signature": signature, "constexprs": constexprs}  # fmt: skip
+            "signature": signature, "constexprs": constexprs, "aligned": aligned}  # fmt: skip
 
 
 @contextlib.contextmanager
