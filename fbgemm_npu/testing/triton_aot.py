@@ -17,7 +17,10 @@ imported, so one process cannot both interpret and compile):
    ``(kernel, grid, signature, constexprs, aligned)`` as Triton's JIT specialises it (its own
    ``native_specialize_impl``: pointers by element dtype, ints ``i32`` / ``i64`` by value, an
    int 1 and ``None`` as constexprs, 16-divisible ints / pointers as ``tt.divisibility``
-   attributes, ``tl.constexpr`` parameters by value) -- and then runs.
+   attributes, ``tl.constexpr`` parameters by value) -- and then runs.  Then two dry passes
+   (launches recorded, not run): the probes with ``interpreting()`` false in the kernel modules
+   and the data checks off (what a device specialises), and production-size calls (the grids
+   the host computes there).
 2. ``compile`` (no interpreter): each distinct recorded (kernel, signature, constexprs) is
    compiled for sm_90; its TTIR is written to a file.
 3. The checks: :func:`kernel_ids` lists the launchable kernels of the glob :data:`KERNEL_GLOB`

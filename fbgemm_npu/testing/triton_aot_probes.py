@@ -3,8 +3,14 @@ CPU tensors (simulated npu ones where autograd runs), so that every kernel of ev
 ``_triton_*.py`` module is launched at least once, in the dtypes / flags its wrapper specialises
 on (pooling modes, index and offset widths, float widths, optional weights, gradients).
 
-The bench's probes (bench/triton_probes.py, their ``quick`` sizes) plus variants.  A probe calls
-a registered kernel function directly, under ``kernel_mode("triton")`` (set by the caller).
+The bench's probes (bench/triton_probes.py, their ``quick`` sizes) plus variants: TBE forward
+(SUM / MEAN / NONE, fp32 / fp16 / bf16 weights and outputs, int32 / int64 indices, weights) and
+training steps of upstream's module (SGD, rowwise AdaGrad, Adam, LAMB; weight decay, clipping,
+learnable per-sample weights, VBE), jagged (float / int values, int32 / int64 offsets), permute
+(forward, gradients of 1-D / 2-D weights), bucketize (int32 / int64, sequence, positions),
+HSTU (dense, jagged with context / targets / bias; fp32 / fp16 / bf16).  A probe calls a
+registered kernel function or op directly, under ``kernel_mode("triton")`` (set here).
+:data:`SCALE_PROBES`: production sizes, run dry (nothing launched: memory never touched).
 """
 
 from __future__ import annotations

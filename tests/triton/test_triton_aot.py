@@ -7,7 +7,8 @@ fbgemm_npu/testing/triton_aot_probes.py), one compiles each recorded specialisat
 (TRITON_INTERPRET unset; compiles cached in a temp dir) and dumps its TTIR, which the rules read.
 A canary kernel that breaks every rule proves the checker sees what it claims to.  A rule a
 module breaks is listed in ``KNOWN`` as a strict xfail with its reason (the kernels are owned by
-their families: fixed there, then removed here).  ~60-100 s cold, ~30 s from the cache.
+their families: fixed there, then removed here).  ~35 s from the cache; cold 35-140 s (by
+the machine's load: 80 specialisations in 2 worker processes).
 """
 
 from __future__ import annotations
