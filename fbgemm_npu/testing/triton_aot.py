@@ -52,6 +52,8 @@ unsigned   unsigned integer arithmetic on 32 / 64-bit values (``arith.*ui``,  [o
 dot        ``tt.dot`` operands other than f16 / bf16 / f32 / i8               [outline]
 f64        any f64 value (no fp64 column in the op table; fp64 atomics absent) [outline]
 trans64    ``tt.trans`` of an i64 tensor (permute / trans: int64 "x")         [outline]
+ub         one tensor value over 64 KB (a third of the 192 KB unified buffer  [guide]
+           per core: "ub overflow"; at the production sizes' blocks too)
 grid       a launch whose grid has a dimension over 65535                    [grid]
 coredim    a launch whose grid's product (coreDim) is over 65535 (at the     [coredim] [grid]
            recorded sizes and at production sizes, dry launches)
@@ -62,6 +64,7 @@ coredim    a launch whose grid's product (coreDim) is over 65535 (at the     [co
 (the "triton op support overview" table of triton-ascend's docs)
 [readme] https://gitcode.com/Ascend/triton-ascend/blob/master/README.md (roadmap: Scan/Sort)
 [scan] https://triton-ascend-test.readthedocs.io/zh-cn/latest/_sources/triton_api/Scan_Sort_Ops/associative_scan.md.txt
+[guide] https://gitcode.com/Ascend/triton-ascend/blob/main/docs/en/programming_guide/index.md
 [grid] https://github.com/triton-lang/triton-ascend/issues/16 (grid size >= 65536 unsupported)
 [coredim] https://github.com/vllm-project/vllm-ascend/pull/10138 (rtKernelLaunch: the product
 of the grid's dimensions, coreDim, <= 65535)
@@ -91,6 +94,9 @@ __all__ = [
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL_GLOB = "fbgemm_npu/native/**/_triton_*.py"
 GRID_MAX = 65535
+UB_TILE = 64 * 1024  # bytes of one tensor value: a third of the 192 KB unified buffer
+_BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+_TENSOR = re.compile(r"tensor<((?:\d+x)+)(i1|i8|i16|i32|i64|f16|bf16|f32|f64)>")
 
 
 @dataclass(frozen=True)
@@ -281,6 +287,13 @@ def ttir_findings(ttir: str, kernel: str) -> list[Finding]:
             add("f64", body.strip()[:120])
         if re.search(r"\btt\.trans\b", body) and "i64" in types:
             add("trans64", body.strip()[:120])
+        for dims, ty in _TENSOR.findall(body):
+            size = _BYTES[ty]
+            for n in dims.rstrip("x").split("x"):
+                size *= int(n)
+            if size > UB_TILE:
+                add("ub", f"a {size // 1024} KB tensor<{dims}{ty}> (one program's tiles <= 64 KB)")
+                break
     return sorted(set(found), key=lambda f: (f.file, f.line, f.rule))
 
 

@@ -30,7 +30,7 @@ from fbgemm_npu.testing import triton_aot as aot  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = [str(p.relative_to(ROOT)) for p in aot.kernel_files(ROOT)]
 RULES = ("atomic64", "inline_asm", "debug", "sort", "make_range", "unsigned", "dot", "f64",
-         "trans64", "scan", "grid", "coredim")  # fmt: skip
+         "trans64", "scan", "ub", "grid", "coredim")  # fmt: skip
 # (module, rule) -> why it is broken today; strict: a fix shows XPASS(strict) = FAILED.
 KNOWN: dict[tuple[str, str], str] = {
     ("fbgemm_npu/native/fbgemm/jagged/_triton_dense.py", "coredim"): (
@@ -61,6 +61,8 @@ def canary(x, out, f, n, BLOCK: tl.constexpr):
     tl.store(out + i, w + a, mask=m)
     tl.store(out + tl.arange(0, 8), h.to(tl.int64))
     tl.store(x + i, tl.cumsum(v, axis=0, reverse=True), mask=m)
+    big = tl.load(f + tl.arange(0, 16384))
+    tl.store(f + tl.arange(0, 16384), big + 1.0)
 """
 CANARY_LAUNCH = {
     "name": "canary", "kernel": "aot_canary:canary", "grid": [70000, 1],
@@ -96,7 +98,8 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     _run(["record", str(tmp / "launches.json")],
          {**base, "TRITON_INTERPRET": "1", "FBGEMM_NPU_SIMULATE": "1"}, "record")  # fmt: skip
     recorded = json.loads((tmp / "launches.json").read_text())
-    with_canary = {"launches": [*recorded["launches"], *recorded["native"], CANARY_LAUNCH]}
+    every = [*recorded["launches"], *recorded["native"], *recorded["scale"]]
+    with_canary = {"launches": [*every, CANARY_LAUNCH]}
     (tmp / "to_compile.json").write_text(json.dumps(with_canary))
     cache = Path(tempfile.gettempdir()) / "fbgemm_npu_triton_aot_cache"
     env = {**base, "TRITON_CACHE_DIR": str(cache), "TRITON_DEFAULT_FP_FUSION": "1"}
@@ -110,7 +113,7 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             (canary if row["kernel"] == CANARY_LAUNCH["kernel"] else findings).extend(got)
     for path in aot.kernel_files(ROOT):
         findings += aot.source_findings(path)
-    findings += aot.grid_findings(recorded["launches"] + recorded["scale"] + recorded["native"])
+    findings += aot.grid_findings(every)
     canary += aot.source_findings(tmp / "aot_canary.py")
     canary += aot.grid_findings([CANARY_LAUNCH])
     return {**recorded, **compiled, "findings": findings, "canary": canary}
