@@ -303,9 +303,27 @@ def _jagged_at_scale() -> Any:
     return to_jagged.dense_to_jagged_forward_npu(dense, [offsets], b * 32)
 
 
+def _tbe_at_scale() -> Any:
+    """T = 32 tables of E = 1e5 rows, D = 128, B = 4096, L = 20 (131072 bags), SUM, fp32."""
+    import torch
+
+    from fbgemm_npu.native.fbgemm.tbe._utils import get_plan
+    from fbgemm_npu.native.fbgemm.tbe.forward import tbe_forward
+
+    op = "fbgemm::split_embedding_codegen_lookup_sgd_function_pt2"
+    t, e, d, b, pooling = 32, 100_000, 128, 4096, 20
+    d_off, w_off = torch.arange(t + 1) * d, torch.arange(t) * e * d
+    plan = get_plan(op, d_off, w_off, weights_numel=t * e * d)
+    idx = torch.zeros(t * b * pooling, dtype=torch.int64)
+    off = torch.arange(t * b + 1) * pooling
+    w = torch.empty(t * e * d)
+    return tbe_forward(op, plan, w, idx, off, 0, None, torch.float32, for_backward=False)
+
+
 # Host-side grids at production sizes (dry launches: nothing runs, only the grids are read).
 SCALE_PROBES: list[tuple[str, Callable[[], Any]]] = [
     ("jagged_to_padded_dense B=40000 L=64 D=128", _jagged_at_scale),
+    ("tbe forward T=32 E=1e5 D=128 B=4096 L=20", _tbe_at_scale),
 ]
 
 
