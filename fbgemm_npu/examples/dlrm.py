@@ -86,10 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="sharding type of every table; 'auto': the planner chooses; 'all': each in turn",
     )
     p.add_argument(
-        "--model",
-        default="dlrm",
-        choices=["dlrm", "dcn", "all"],
-        help="torchrec's DLRM, DLRM_DCN, or both in turn",
+        "--model", default="dlrm", choices=["dlrm", "dcn", "all"], help="DLRM, DLRM_DCN or both"
     )
     p.add_argument("--batch-size", type=int, default=64, help="samples per rank per step")
     p.add_argument("--steps", type=int, default=20)
@@ -113,10 +110,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-cpu-check", action="store_true", help="skip the CPU reference run")
     p.add_argument("--no-trace", action="store_true", help="skip the trace of the first step")
     p.add_argument(
-        "--no-step-counts",
-        action="store_true",
-        help="do not count steps after the first (times the npu run without the counters)",
+        "--no-step-counts", action="store_true", help="count only the first step (times the run)"
     )
+    p.add_argument("--kernel", choices=["tensor", "triton", "auto"], help="$FBGEMM_NPU_KERNEL")
     p.add_argument("--atol", type=float, default=ATOL, help="loss tolerance, absolute")
     p.add_argument("--rtol", type=float, default=RTOL, help="loss tolerance, relative")
     p.add_argument("--timeout", type=float, default=900, help="seconds before ranks are killed")
@@ -322,6 +318,8 @@ def launch(args: argparse.Namespace) -> list[RankReport]:
     import torch
 
     _quiet(args.verbose)
+    if getattr(args, "kernel", None):  # tensor programs or Triton kernels; every rank inherits it
+        os.environ["FBGEMM_NPU_KERNEL"] = args.kernel
     kind = _activate_device()
     if args.processes > torch.npu.device_count() and kind != "simulated":
         raise SystemExit(
@@ -339,12 +337,13 @@ def launch(args: argparse.Namespace) -> list[RankReport]:
 def report(args: argparse.Namespace, reports: list[RankReport]) -> bool:
     """Print the outcome of every run; True when every check passed."""
     from fbgemm_npu.examples.dlrm_steps import LEGEND, step_lines
+    from fbgemm_npu.native._triton import mode
 
     ok = True
     shape = f"{args.tables} tables x {args.num_embeddings} rows x {args.embedding_dim}"
     print(
         f"\n{args.processes} process(es), batch {args.batch_size}/rank, {args.steps} steps, "
-        f"{shape}, comms {args.qcomms}"
+        f"{shape}, comms {args.qcomms}, kernels {mode()}"
     )
     tol = f"|npu - cpu| <= {args.atol:g} + {args.rtol:g}*|cpu| at every step on every rank"
     print(f"loss check: {tol}" if not args.no_cpu_check else "loss check: skipped")
