@@ -79,9 +79,11 @@ import ast
 import contextlib
 import importlib
 import inspect
+import io
 import json
 import re
 import sys
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -306,18 +308,32 @@ _SOURCE_RULES = [
 ]
 
 
+def _code_only(text: str) -> list[str]:
+    """``text``'s lines with every string literal and comment blanked (kept: the code)."""
+    lines = [list(line) for line in text.splitlines()]
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type not in (tokenize.STRING, tokenize.COMMENT):
+            continue
+        (r0, c0), (r1, c1) = tok.start, tok.end
+        for r in range(r0, r1 + 1):
+            lo, hi = (c0 if r == r0 else 0), (c1 if r == r1 else len(lines[r - 1]))
+            lines[r - 1][lo:hi] = " " * (hi - lo)
+    return ["".join(line) for line in lines]
+
+
 def source_findings(path: Path) -> list[Finding]:
-    """The source rules inside the module's ``@triton.jit`` functions (comments skipped)."""
+    """The source rules inside the module's ``@triton.jit`` functions (comments and string
+    constants, docstrings included, skipped)."""
     text = path.read_text()
+    code_lines = _code_only(text)
     found = []
     for node in ast.walk(ast.parse(text)):
         if not isinstance(node, ast.FunctionDef):
             continue
         if not any("jit" in ast.unparse(d) for d in node.decorator_list):
             continue
-        lines = text.splitlines()[node.lineno - 1 : node.end_lineno]
-        for i, line in enumerate(lines, node.lineno):
-            code = line.split("#", 1)[0]
+        for i in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+            code = code_lines[i - 1]
             for rule, pattern in _SOURCE_RULES:
                 if pattern.search(code):
                     found.append(Finding(_rel(str(path)), i, rule, code.strip()[:120]))
