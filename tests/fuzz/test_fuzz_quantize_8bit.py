@@ -165,7 +165,11 @@ def test_fuzz_quantize_8bit_invalid(data: Any) -> Case:
 
 def _bad_out(data: Any, quant: bool) -> Case:
     if quant:
-        op, x, want = "FloatToFused8BitRowwiseQuantizedOut", torch.randn(3, 4), torch.uint8
+        op, x, want = (
+            "FloatToFused8BitRowwiseQuantizedOut",
+            torch.randn(3, 4, generator=seeded(data)),
+            torch.uint8,
+        )
     else:
         op, want = "Fused8BitRowwiseQuantizedToFloatOut", torch.float32
         x = fused_rows((3, 4), seeded(data), False)
