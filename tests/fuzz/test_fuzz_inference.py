@@ -193,7 +193,9 @@ def _bad_argument(data: Any, tables: dict, kw: dict[str, Any]) -> tuple[str, tup
     T = len(tables["tys"])
     if how == "dtype":
         arg = data.draw(st.sampled_from(sorted(DTYPE_CHANGES)), label="argument")
-        if arg == "indice_weights" and (kw[arg] is None or tables["pooling"] == 2):
+        weights = kw["indice_weights"]
+        if arg == "indice_weights" and (weights is None or weights.numel() == 0
+                                        or tables["pooling"] == 2):  # fmt: skip
             # one weight at least: an empty weights tensor of any dtype reads as unweighted
             kw[arg] = torch.ones(max(kw["indices"].numel(), 1), dtype=torch.float64)
             arg = "indice_weights" if tables["pooling"] != 2 else "pooling"
