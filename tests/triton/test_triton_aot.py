@@ -32,13 +32,7 @@ MODULES = [str(p.relative_to(ROOT)) for p in aot.kernel_files(ROOT)]
 RULES = ("atomic64", "inline_asm", "debug", "sort", "make_range", "unsigned", "dot", "f64",
          "trans64", "scan", "ub", "grid", "coredim")  # fmt: skip
 # (module, rule) -> why it is broken today; strict: a fix shows XPASS(strict) = FAILED.
-KNOWN: dict[tuple[str, str], str] = {
-    ("fbgemm_npu/native/fbgemm/jagged/_triton_dense.py", "coredim"): (
-        "_grid() caps only the batch dim at 65535: grid (min(B, 65535), cdiv(max_len, BLOCK_L)) "
-        "is (40000, 2) = 80000 programs for B=40000, max_len=64, D=128 (BLOCK_L 32), over "
-        "Ascend's coreDim limit of 65535 (the product of the grid's dims)"
-    ),
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 CANARY = """
 import triton

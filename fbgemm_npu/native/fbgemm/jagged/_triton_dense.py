@@ -162,7 +162,10 @@ def _blocks(length: int, d: int) -> tuple[int, int]:
 
 
 def _grid(b: int, length: int, block_l: int) -> tuple[int, int]:
-    return min(b, MAX_GRID), triton.cdiv(length, block_l)
+    # Ascend limits the grid's product (its coreDim) to MAX_GRID, not each dim: the programs
+    # along the batch loop over the rows past it.
+    blocks = triton.cdiv(length, block_l)
+    return min(b, max(1, MAX_GRID // blocks)), blocks
 
 
 def _flags(grid: tuple[int, int], device: torch.device, check: bool) -> torch.Tensor:
