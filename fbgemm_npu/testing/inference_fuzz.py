@@ -100,30 +100,9 @@ def draw_batch(
 
 def op_kwargs(tables: Tables, indices: Any, offsets: Any, indice_weights: Any) -> dict[str, Any]:
     """The lookup op's arguments as the module's ``forward`` passes them."""
-    m = _module(tables)
-    return dict(
-        dev_weights=m.weights_host,
-        uvm_weights=m.weights_uvm,
-        weights_placements=m.weights_placements,
-        weights_offsets=m.weights_offsets,
-        weights_tys=m.weights_tys,
-        D_offsets=m.D_offsets,
-        total_D=m.total_D,
-        max_int2_D=m.max_int2_D,
-        max_int4_D=m.max_int4_D,
-        max_int8_D=m.max_int8_D,
-        max_float16_D=m.max_float16_D,
-        max_float32_D=m.max_float32_D,
-        indices=indices,
-        offsets=offsets,
-        pooling_mode=int(m.pooling_mode),
-        indice_weights=indice_weights,
-        output_dtype=m.output_dtype,
-        row_alignment=m.row_alignment,
-        max_float8_D=m.max_float8_D,
-        fp8_exponent_bits=m.fp8_exponent_bits,
-        fp8_exponent_bias=m.fp8_exponent_bias,
-    )
+    from fbgemm_npu.testing.op_samples_inference import lookup_kwargs
+
+    return lookup_kwargs(_module(tables), indices, offsets, indice_weights)
 
 
 def table_rows(tables: Tables) -> list[tuple[torch.Tensor, torch.Tensor | None]]:

@@ -94,7 +94,13 @@ def lookup_case(
     lo = -1 if minus_one else 0
     indices = torch.randint(lo, rows, (int(lengths.sum()),), generator=g).to(index_dtype)
     w = torch.rand(indices.numel(), generator=g) if weighted else None
-    kwargs = dict(
+    kwargs = lookup_kwargs(m, indices, offsets, w)
+    return (), kwargs
+
+
+def lookup_kwargs(m: torch.nn.Module, indices: Any, offsets: Any, w: Any) -> dict[str, Any]:
+    """The lookup op's keyword arguments as the module ``m``'s ``forward`` passes them."""
+    return dict(
         dev_weights=m.weights_host,
         uvm_weights=m.weights_uvm,
         weights_placements=m.weights_placements,
@@ -117,7 +123,6 @@ def lookup_case(
         fp8_exponent_bits=m.fp8_exponent_bits,
         fp8_exponent_bias=m.fp8_exponent_bias,
     )
-    return (), kwargs
 
 
 def to_device(sample: Sample, device: str | torch.device) -> Sample:
